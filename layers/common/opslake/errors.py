@@ -1,0 +1,83 @@
+"""Domain errors, and the one place that maps them to HTTP answers.
+
+Every error an agent can cause says what was wrong and how to fix it; every error the service
+causes says so too (5xx) and never leaks a stack trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OpslakeError(Exception):
+    """Base class: ``status`` is the HTTP status, ``code`` a stable machine-readable name."""
+
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, detail: Any = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.detail is not None:
+            body["detail"] = self.detail
+        return body
+
+
+class BadRequestError(OpslakeError):
+    status = 400
+    code = "bad_request"
+
+
+class MalformedJsonError(BadRequestError):
+    code = "malformed_json"
+
+
+class InvalidOpsError(BadRequestError):
+    """Every op in a request was invalid; ``detail`` lists each with its index and reason."""
+
+    code = "invalid_ops"
+
+
+class ForbiddenError(OpslakeError):
+    status = 403
+    code = "forbidden"
+
+
+class PayloadTooLargeError(OpslakeError):
+    status = 413
+    code = "payload_too_large"
+
+
+class ServiceUnavailableError(OpslakeError):
+    """A dependency failed transiently; the client should retry after ``Retry-After`` seconds."""
+
+    status = 503
+    code = "service_unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: int, detail: Any = None) -> None:
+        super().__init__(message, detail=detail, headers={"Retry-After": str(retry_after_s)})
+        self.retry_after_s = retry_after_s
+
+
+class ConfigurationError(OpslakeError):
+    """The function was deployed without a setting it needs: an operator's problem, not a client's."""
+
+    code = "configuration_error"
+
+
+class QueueError(Exception):
+    """The ops queue did not accept records (after retries)."""
+
+
+class LakeWriteError(Exception):
+    """S3 or Glue failed while writing a partition; the writer reports its records for retry."""
+
+
+def error_response_parts(exc: OpslakeError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(status, JSON body, headers) for an error: used by every HTTP handler's exception handler."""
+    return exc.status, exc.body(), exc.headers

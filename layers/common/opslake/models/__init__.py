@@ -1,0 +1,33 @@
+"""Pydantic contracts: op records and API bodies."""
+
+from opslake.models.ops import (
+    MAX_ATTRIBUTE_KEY_CHARS,
+    MAX_ATTRIBUTE_VALUE_CHARS,
+    MAX_ATTRIBUTES,
+    MAX_ERROR_CHARS,
+    MAX_FUTURE_SKEW,
+    MAX_ID_CHARS,
+    MAX_RECORD_BYTES,
+    MAX_SUMMARY_CHARS,
+    TRUNCATION_MARK,
+    OpInput,
+    OpRecord,
+    QueuedOp,
+    now_utc,
+)
+
+__all__ = [
+    "MAX_ATTRIBUTES",
+    "MAX_ATTRIBUTE_KEY_CHARS",
+    "MAX_ATTRIBUTE_VALUE_CHARS",
+    "MAX_ERROR_CHARS",
+    "MAX_FUTURE_SKEW",
+    "MAX_ID_CHARS",
+    "MAX_RECORD_BYTES",
+    "MAX_SUMMARY_CHARS",
+    "TRUNCATION_MARK",
+    "OpInput",
+    "OpRecord",
+    "QueuedOp",
+    "now_utc",
+]

@@ -1,0 +1,212 @@
+"""The op record contract (table ``ops``) and the shape clients may send to ``POST /events``.
+
+Three models, one per trust boundary:
+
+* :class:`OpInput` is what a client sends. It is validated leniently (a missing ``op_id`` or
+  ``ts`` gets a default) but never silently: every problem becomes a message.
+* :class:`QueuedOp` is what the ingest path puts on the ops queue: redacted, truncated, bounded,
+  stamped with the server-side ``reporter_id``. No Python validators, so the writer can
+  re-validate 10,000 of them quickly.
+* :class:`OpRecord` is a queued op plus ``ingested_at`` (the queue's receive time), i.e. one row
+  of the ``ops`` table. Partition columns ``dt``/``hour`` derive from ``ingested_at``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from opslake.ids import new_ulid
+from opslake.redact import redact
+
+# ---- limits (documented in the README; tests assert each one) -------------------------------
+MAX_ID_CHARS = 200
+MAX_SUMMARY_CHARS = 2_000
+MAX_ERROR_CHARS = 4_000
+MAX_ATTRIBUTES = 50
+MAX_ATTRIBUTE_KEY_CHARS = 128
+MAX_ATTRIBUTE_VALUE_CHARS = 1_000
+MAX_RECORD_BYTES = 64 * 1024
+MAX_FUTURE_SKEW = timedelta(hours=24)
+MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0
+TRUNCATION_MARK = "…[truncated]"
+
+# Text fields and their limits: redacted, then truncated (with ``truncated`` set) on ingest.
+TEXT_LIMITS: dict[str, int] = {
+    "input_summary": MAX_SUMMARY_CHARS,
+    "output_summary": MAX_SUMMARY_CHARS,
+    "error": MAX_ERROR_CHARS,
+    "correction": MAX_ERROR_CHARS,
+}
+
+# Identifiers and labels: printable, no whitespace at the ends, at most MAX_ID_CHARS.
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=r"^\S(?:.*\S)?$")]
+AttributeKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ATTRIBUTE_KEY_CHARS, pattern=r"^[A-Za-z0-9_.:\-]+$")
+]
+DurationMs = Annotated[float, Field(ge=0, le=MAX_DURATION_MS, allow_inf_nan=False)]
+TurnNumber = Annotated[int, Field(ge=0, le=1_000_000)]
+
+
+def _utc_ms(value: datetime) -> datetime:
+    """Normalise to UTC with millisecond precision (naive datetimes are taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    value = value.astimezone(UTC)
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+UtcMs = Annotated[datetime, AfterValidator(_utc_ms)]
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``limit`` characters, ending with a visible mark when cut."""
+    if len(text) <= limit:
+        return text, False
+    return text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK, True
+
+
+class _OpCore(BaseModel):
+    """Fields shared by what clients send and what is stored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoint: Id = Field(description="route or tool name, e.g. /sql, tool:query_db, scenario:fill")
+    success: StrictBool
+    duration_ms: DurationMs
+    session_id: Id | None = None
+    trace_id: Id | None = None
+    error_type: Id | None = None
+    sig_hash: Id | None = None
+    event_kind: Id | None = None
+    task_class: Id | None = None
+    applied_at_turn: TurnNumber | None = None
+    rescue_attempted: StrictBool | None = None
+    rescue_succeeded: StrictBool | None = None
+
+
+class QueuedOp(_OpCore):
+    """An op record as it travels on the queue (everything but ``ingested_at``)."""
+
+    op_id: Id
+    ts: UtcMs
+    source: Id
+    agent_id: Id
+    reporter_id: Id
+    input_summary: Annotated[str, Field(max_length=MAX_SUMMARY_CHARS)] | None = None
+    output_summary: Annotated[str, Field(max_length=MAX_SUMMARY_CHARS)] | None = None
+    error: Annotated[str, Field(max_length=MAX_ERROR_CHARS)] | None = None
+    correction: Annotated[str, Field(max_length=MAX_ERROR_CHARS)] | None = None
+    attributes: Annotated[
+        dict[AttributeKey, Annotated[str, Field(max_length=MAX_ATTRIBUTE_VALUE_CHARS)]],
+        Field(max_length=MAX_ATTRIBUTES),
+    ] = Field(default_factory=dict)
+    truncated: bool = False
+
+    def to_message(self) -> str:
+        """The queue message body (compact JSON, UTC timestamps)."""
+        return self.model_dump_json(exclude_none=True)
+
+
+class OpRecord(QueuedOp):
+    """One row of the ``ops`` table."""
+
+    ingested_at: UtcMs
+
+    @property
+    def dt(self) -> str:
+        return self.ingested_at.strftime("%Y-%m-%d")
+
+    @property
+    def hour(self) -> str:
+        return self.ingested_at.strftime("%H")
+
+
+AttributeValue = str | int | float | bool
+
+
+class OpInput(_OpCore):
+    """What an agent runtime may report to ``POST /events``.
+
+    ``reporter_id`` and ``ingested_at`` are the server's to set and are refused here, so that a
+    client can neither impersonate another reporter nor back-date its records into a partition
+    the analyzer has already read.
+    """
+
+    op_id: Id | None = Field(default=None, description="idempotency key; a ULID is assigned when missing")
+    ts: UtcMs | None = Field(default=None, description="when the op happened (UTC); defaults to receipt time")
+    source: Id = "event"
+    agent_id: Id | None = Field(default=None, description="the agent the op belongs to; defaults to the reporter")
+    input_summary: str | None = None
+    output_summary: str | None = None
+    error: str | None = None
+    correction: str | None = None
+    attributes: dict[AttributeKey, AttributeValue] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _server_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in ("reporter_id", "ingested_at"):
+                if name in data:
+                    raise ValueError(f"{name} is set by the server and must not be sent")
+        return data
+
+    @field_validator("attributes")
+    @classmethod
+    def _attribute_count(cls, value: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+        if len(value) > MAX_ATTRIBUTES:
+            raise ValueError(f"at most {MAX_ATTRIBUTES} attributes are allowed, got {len(value)}")
+        return value
+
+    def to_queued(self, *, reporter_id: str, received_at: datetime) -> QueuedOp:
+        """Apply defaults, redaction and truncation; enforce the clock-skew and size limits."""
+        ts = self.ts or _utc_ms(received_at)
+        if ts - received_at > MAX_FUTURE_SKEW:
+            hours = (ts - received_at).total_seconds() / 3600
+            raise ValueError(f"ts is {hours:.1f} h in the future; it may be at most 24 h ahead of the server")
+        cut = False
+        texts: dict[str, str | None] = {}
+        for name, limit in TEXT_LIMITS.items():
+            value = getattr(self, name)
+            if value is not None:
+                value, was_cut = truncate(redact(value), limit)
+                cut = cut or was_cut
+            texts[name] = value
+        attributes: dict[str, str] = {}
+        for key, raw in self.attributes.items():
+            text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+            attributes[key], was_cut = truncate(redact(text), MAX_ATTRIBUTE_VALUE_CHARS)
+            cut = cut or was_cut
+        queued = QueuedOp(
+            **self.model_dump(exclude={"op_id", "ts", "agent_id", "attributes", *TEXT_LIMITS}),
+            **texts,
+            op_id=self.op_id or new_ulid(int(received_at.timestamp() * 1000)),
+            ts=ts,
+            agent_id=self.agent_id or reporter_id,
+            reporter_id=reporter_id,
+            attributes=attributes,
+            truncated=cut,
+        )
+        size = len(queued.to_message().encode())
+        if size > MAX_RECORD_BYTES:
+            raise ValueError(
+                f"the record is {size} bytes once serialized; the limit is {MAX_RECORD_BYTES} "
+                "(shorten attributes or summaries)"
+            )
+        return queued
+
+
+def now_utc() -> datetime:
+    return _utc_ms(datetime.now(UTC))
