@@ -1,0 +1,62 @@
+"""POST /events: agent runtimes report their own ops (validated one by one, then enqueued)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import boto3
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from opslake.api import create_resolver, json_response
+from opslake.config import get_settings
+from opslake.errors import InvalidOpsError, ServiceUnavailableError
+from opslake.identity import KeyNameResolver, apigateway_key_lookup, caller_key_id
+from opslake.ingest import ingest
+from opslake.models import now_utc
+from opslake.observability import MetricUnit, logger, metrics, tracer
+from opslake.queue import SqsOpsQueue
+
+settings = get_settings()
+settings.require("ops_queue_url")
+app = create_resolver()
+
+
+@lru_cache(maxsize=1)
+def _queue() -> SqsOpsQueue:
+    return SqsOpsQueue(boto3.client("sqs"), settings.ops_queue_url)
+
+
+@lru_cache(maxsize=1)
+def _key_names() -> KeyNameResolver:
+    return KeyNameResolver(apigateway_key_lookup(boto3.client("apigateway")) if settings.resolve_key_names else None)
+
+
+@app.post("/events")
+def post_events() -> Response:
+    reporter_id = _key_names().name_of(caller_key_id(app.current_event.raw_event["requestContext"]))
+    try:
+        result = ingest(
+            app.current_event.decoded_body,
+            reporter_id=reporter_id,
+            queue=_queue(),
+            received_at=now_utc(),
+            retry_after_s=settings.queue_retry_after_s,
+        )
+    except InvalidOpsError as exc:
+        metrics.add_metric(name="OpsRejected", unit=MetricUnit.Count, value=len(exc.detail["rejected"]))
+        raise
+    except ServiceUnavailableError:
+        metrics.add_metric(name="EnqueueFailures", unit=MetricUnit.Count, value=1)
+        raise
+    metrics.add_metric(name="OpsAccepted", unit=MetricUnit.Count, value=len(result.accepted))
+    metrics.add_metric(name="OpsRejected", unit=MetricUnit.Count, value=len(result.rejected))
+    return json_response(202, result.model_dump())
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)

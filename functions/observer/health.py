@@ -1,0 +1,24 @@
+"""GET /health: liveness and version. The only route without an API key; touches no AWS API."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from opslake import __version__
+from opslake.api import create_resolver, json_response
+from opslake.config import get_settings
+from opslake.observability import logger
+
+app = create_resolver()
+
+
+@app.get("/health")
+def health() -> Response:
+    return json_response(200, {"status": "ok", "service": "opslake", "version": __version__, "stage": get_settings().stage})
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+def handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)

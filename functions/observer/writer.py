@@ -1,0 +1,62 @@
+"""SQS → lake writer: one Parquet object per partition per batch, rejects kept, failures retried."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import boto3
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from opslake.config import get_settings
+from opslake.lake.catalog import GlueCatalog
+from opslake.lake.store import S3ObjectStore
+from opslake.lake.writer import LakeWriter, QueueMessage, sent_at_from_millis
+from opslake.observability import MetricUnit, logger, metrics, tracer
+
+settings = get_settings()
+settings.require("lake_bucket", "glue_database", "ops_table")
+# Every record is accepted by the processor; failures come from the lake write and are merged
+# into the response below, so a batch in which everything failed must not raise here.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+@lru_cache(maxsize=1)
+def _writer() -> LakeWriter:
+    return LakeWriter(
+        S3ObjectStore(boto3.client("s3"), settings.lake_bucket),
+        GlueCatalog(boto3.client("glue"), settings.glue_database, settings.ops_table),
+        ops_prefix=settings.ops_prefix,
+        rejects_prefix=settings.rejects_prefix,
+    )
+
+
+def to_message(record: SQSRecord) -> QueueMessage:
+    return QueueMessage(record.message_id, record.body, sent_at_from_millis(record.attributes.sent_timestamp))
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    with processor(records=event["Records"], handler=to_message):
+        outcomes = processor.process()
+    messages = [result for status, result, _ in outcomes if status == "success"]
+    report = _writer().write_batch(messages)
+
+    metrics.add_metric(name="RecordsWritten", unit=MetricUnit.Count, value=report.records_written)
+    metrics.add_metric(name="RejectsWritten", unit=MetricUnit.Count, value=report.rejects_written)
+    metrics.add_metric(name="DuplicatesDropped", unit=MetricUnit.Count, value=report.duplicates_dropped)
+    metrics.add_metric(name="RecordsFailed", unit=MetricUnit.Count, value=len(report.failed_message_ids))
+    logger.info(
+        "batch written",
+        messages=len(event["Records"]),
+        objects=report.objects_written,
+        records=report.records_written,
+        rejects=report.rejects_written,
+        failed=len(report.failed_message_ids),
+    )
+    response = processor.response()
+    response["batchItemFailures"] += [{"itemIdentifier": mid} for mid in report.failed_message_ids]
+    return response

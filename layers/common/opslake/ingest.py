@@ -1,0 +1,120 @@
+"""POST /events logic: validate each op on its own, enqueue the good ones, report the rest.
+
+Persist first, then acknowledge: a 202 lists only op ids SQS has accepted; if the queue fails,
+the caller gets a 503 with Retry-After and no op is listed as accepted. A client-supplied
+``op_id`` is an idempotency key, so a client that retries after a 503 cannot create duplicates
+in the lake (compaction dedupes on ``op_id``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from opslake.errors import (
+    BadRequestError,
+    InvalidOpsError,
+    MalformedJsonError,
+    PayloadTooLargeError,
+    QueueError,
+    ServiceUnavailableError,
+)
+from opslake.models.ops import OpInput, QueuedOp
+from opslake.queue import OpsQueue
+from opslake.validation import field_errors, summarize
+
+MAX_OPS_PER_REQUEST = 500
+MAX_REQUEST_BYTES = 1024 * 1024
+
+
+class RejectedOp(BaseModel):
+    index: int
+    message: str
+    errors: list[dict[str, str]]
+
+
+class IngestResult(BaseModel):
+    accepted: list[str]
+    rejected: list[RejectedOp]
+
+
+def parse_ops(body: str | bytes | None) -> list[Any]:
+    """The list of raw ops in a request body: one op object, or ``{"ops": [...]}``."""
+    if body is None or not body.strip():
+        raise BadRequestError('the request body is empty; send one op object or {"ops": [...]}')
+    size = len(body.encode() if isinstance(body, str) else body)
+    if size > MAX_REQUEST_BYTES:
+        raise PayloadTooLargeError(
+            f"the request body is {size} bytes; the limit is {MAX_REQUEST_BYTES} (send smaller batches)"
+        )
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedJsonError(f"the request body is not valid JSON: {exc}") from None
+    if isinstance(payload, dict) and "ops" in payload:
+        extra = sorted(set(payload) - {"ops"})
+        if extra:
+            raise BadRequestError(f'a batch is {{"ops": [...]}} with no other keys; unexpected: {extra}')
+        ops = payload["ops"]
+        if not isinstance(ops, list):
+            raise BadRequestError(f'"ops" must be a list of op objects, got {type(ops).__name__}')
+        if not ops:
+            raise BadRequestError('"ops" is empty; send at least one op')
+        if len(ops) > MAX_OPS_PER_REQUEST:
+            raise PayloadTooLargeError(
+                f"{len(ops)} ops in one request; the limit is {MAX_OPS_PER_REQUEST} (split the batch)"
+            )
+        return ops
+    if isinstance(payload, dict):
+        return [payload]
+    raise BadRequestError(f'send one op object or {{"ops": [...]}}, not a JSON {type(payload).__name__}')
+
+
+def validate_op(raw: Any, *, reporter_id: str, received_at: datetime) -> QueuedOp:
+    """One op, ready for the queue; raises ValueError/ValidationError with the reason."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"an op must be a JSON object, got {type(raw).__name__}")
+    return OpInput.model_validate(raw).to_queued(reporter_id=reporter_id, received_at=received_at)
+
+
+def _rejection(index: int, exc: Exception) -> RejectedOp:
+    if isinstance(exc, ValidationError):
+        problems = field_errors(exc)
+    else:
+        problems = [{"field": "(op)", "message": str(exc)}]
+    return RejectedOp(index=index, message=summarize(problems), errors=problems)
+
+
+def ingest(
+    body: str | bytes | None,
+    *,
+    reporter_id: str,
+    queue: OpsQueue,
+    received_at: datetime,
+    retry_after_s: int = 5,
+) -> IngestResult:
+    """Validate, enqueue, and say what happened to each op."""
+    accepted: list[QueuedOp] = []
+    rejected: list[RejectedOp] = []
+    for index, raw in enumerate(parse_ops(body)):
+        try:
+            accepted.append(validate_op(raw, reporter_id=reporter_id, received_at=received_at))
+        except (ValidationError, ValueError) as exc:
+            rejected.append(_rejection(index, exc))
+    if not accepted:
+        raise InvalidOpsError(
+            f"no op was accepted: {len(rejected)} invalid",
+            detail={"accepted": [], "rejected": [r.model_dump() for r in rejected]},
+        )
+    try:
+        queue.send([op.to_message() for op in accepted])
+    except QueueError as exc:
+        raise ServiceUnavailableError(
+            f"the ops could not be persisted ({exc}); nothing was accepted, retry with the same op_ids",
+            retry_after_s=retry_after_s,
+            detail={"accepted": [], "rejected": [r.model_dump() for r in rejected]},
+        ) from exc
+    return IngestResult(accepted=[op.op_id for op in accepted], rejected=rejected)

@@ -1,0 +1,82 @@
+"""The ops queue: the only way op records leave the request path.
+
+Sends in SQS batches (10 entries, ≤ 256 KB per call), retries entries SQS reports as failed,
+and raises :class:`QueueError` if any record is still not accepted, so callers can answer 503
+instead of acknowledging a record that was never persisted.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from opslake.errors import QueueError
+
+SQS_MAX_ENTRIES = 10
+SQS_MAX_BATCH_BYTES = 256 * 1024
+
+
+class OpsQueue(ABC):
+    """Where queued op records go. ``send`` is all-or-error."""
+
+    @abstractmethod
+    def send(self, messages: Sequence[str]) -> None:
+        """Persist every message or raise :class:`QueueError`."""
+
+
+def chunk_for_sqs(messages: Sequence[str]) -> list[list[tuple[int, str]]]:
+    """Split messages into SendMessageBatch calls: ≤ 10 entries and ≤ 256 KB each."""
+    batches: list[list[tuple[int, str]]] = []
+    current: list[tuple[int, str]] = []
+    size = 0
+    for index, body in enumerate(messages):
+        body_size = len(body.encode())
+        if current and (len(current) == SQS_MAX_ENTRIES or size + body_size > SQS_MAX_BATCH_BYTES):
+            batches.append(current)
+            current, size = [], 0
+        current.append((index, body))
+        size += body_size
+    if current:
+        batches.append(current)
+    return batches
+
+
+class SqsOpsQueue(OpsQueue):
+    """SQS-backed queue with bounded retries of partially failed batches."""
+
+    def __init__(self, client: Any, queue_url: str, *, attempts: int = 3, backoff_s: float = 0.05) -> None:
+        self._client = client
+        self._queue_url = queue_url
+        self._attempts = attempts
+        self._backoff_s = backoff_s
+
+    def send(self, messages: Sequence[str]) -> None:
+        for batch in chunk_for_sqs(messages):
+            self._send_batch(batch)
+
+    def _send_batch(self, batch: list[tuple[int, str]]) -> None:
+        pending = {str(index): body for index, body in batch}
+        last_error = ""
+        for attempt in range(self._attempts):
+            if attempt:
+                time.sleep(self._backoff_s * 2 ** (attempt - 1))
+            try:
+                response = self._client.send_message_batch(
+                    QueueUrl=self._queue_url,
+                    Entries=[{"Id": entry_id, "MessageBody": body} for entry_id, body in pending.items()],
+                )
+            except Exception as exc:  # botocore errors, throttling, network: all retried, then reported
+                last_error = f"{type(exc).__name__}: {exc}"
+                continue
+            failed = response.get("Failed", [])
+            for entry in response.get("Successful", []):
+                pending.pop(entry["Id"], None)
+            if not pending:
+                return
+            sender_faults = [f for f in failed if f.get("SenderFault")]
+            last_error = "; ".join(f"{f.get('Code')}: {f.get('Message')}" for f in failed) or "entries missing"
+            if sender_faults:  # our own message was refused: retrying cannot help
+                break
+        raise QueueError(f"the ops queue did not accept {len(pending)} record(s): {last_error}")
