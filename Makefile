@@ -1,0 +1,59 @@
+# opslake — every target installs what it needs (`make demo` and `make test` work on a fresh clone).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST := $(BIN)/python -m pytest
+SRC    := layers/common/opslake functions local bench tests
+
+.PHONY: setup demo test lint types unit integration infra bench build clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)  ## create .venv and install opslake with its dev and local extras
+
+demo: setup  ## run the local stack, ingest sample ops, show what landed in the lake
+	$(BIN)/opslake demo
+
+test: lint types  ## lint + types + every test level, one pytest run
+	$(PYTEST) tests
+
+lint: setup
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
+
+types: setup
+	$(BIN)/mypy layers/common/opslake local/opslake_local functions
+
+unit: setup
+	$(PYTEST) tests/unit
+
+integration: setup
+	$(PYTEST) tests/integration
+
+infra: setup
+	$(PYTEST) tests/infrastructure
+
+bench: setup  ## benchmarks (not tests): figures go to bench/README.md
+	$(BIN)/python bench/bench_writer.py
+	$(BIN)/python bench/bench_import.py
+
+# sam build needs a python3.12 interpreter for the Lambda runtime. aws-sam-cli pins its own
+# dependencies, so it gets a venv of its own. On pyenv machines, expose 3.12 next to the default.
+SAM_VENV := .venv-sam
+PYENV_312 := $(shell command -v pyenv >/dev/null 2>&1 && pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.|$$)' | tail -n 1)
+SAM_ENV := $(if $(PYENV_312),PYENV_VERSION=$(shell pyenv version-name 2>/dev/null):$(PYENV_312),)
+
+$(SAM_VENV)/bin/sam:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet --upgrade pip aws-sam-cli
+
+build: $(SAM_VENV)/bin/sam  ## sam build (python3.12 Lambda artefacts in .aws-sam/)
+	$(SAM_ENV) $(SAM_VENV)/bin/sam build
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam out .pytest_cache .mypy_cache .ruff_cache .hypothesis

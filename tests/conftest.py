@@ -1,0 +1,158 @@
+"""Shared test plumbing: markers by folder, safe AWS env, handler loading, AWS event builders.
+
+Events are built from the project's own samples in events/ (made with `sam local generate-event`
+shapes); where ../shared/fixtures/aws-events/ exists (as in CI), tests also run against those
+published Powertools fixtures.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import settings as hypothesis_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = ROOT / "events"
+SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures" / "aws-events"
+
+hypothesis_settings.register_profile("default", max_examples=200, deadline=None, derandomize=True)
+hypothesis_settings.load_profile("default")
+
+# Never let a test reach a real AWS account, whatever the developer's shell has configured.
+for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
+    os.environ.pop(_name, None)
+os.environ.update(
+    AWS_ACCESS_KEY_ID="testing",
+    AWS_SECRET_ACCESS_KEY="testing",
+    AWS_DEFAULT_REGION="us-east-1",
+    POWERTOOLS_TRACE_DISABLED="true",
+    POWERTOOLS_SERVICE_NAME="opslake",
+    POWERTOOLS_METRICS_NAMESPACE="opslake",
+    POWERTOOLS_LOG_LEVEL="WARNING",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its level from its folder (tests/unit → unit, ...)."""
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
+        if parts and parts[0] in ("unit", "integration", "infrastructure"):
+            item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+class FakeLambdaContext:
+    function_name = "opslake-test"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:opslake-test"
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+    log_group_name = "/aws/lambda/opslake-test"
+    log_stream_name = "test"
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 30_000
+
+
+@pytest.fixture
+def lambda_context() -> FakeLambdaContext:
+    return FakeLambdaContext()
+
+
+@pytest.fixture
+def load_handler(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ModuleType]:
+    """Import a handler module fresh (cold start) with the given OPSLAKE_* environment."""
+    from opslake.config import get_settings
+
+    def load(relative_path: str, **env: str) -> ModuleType:
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        get_settings.cache_clear()
+        path = ROOT / relative_path
+        name = f"handler_{path.parent.name}_{path.stem}_{uuid.uuid4().hex[:8]}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    yield load
+    get_settings.cache_clear()
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+def shared_fixture(name: str) -> dict[str, Any] | None:
+    path = SHARED_FIXTURES / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def api_event(
+    method: str,
+    path: str,
+    body: str | None,
+    *,
+    key_id: str | None = "test-key-id",
+    base: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An API Gateway REST (v1) proxy event for ``method path`` with ``body``."""
+    event = copy.deepcopy(base if base is not None else load_event("events_post_single.json"))
+    event.update(httpMethod=method, path=path, resource=path, body=body, isBase64Encoded=False)
+    context = event.setdefault("requestContext", {})
+    context.update(httpMethod=method, resourcePath=path, path=path)
+    identity = context.setdefault("identity", {})
+    identity["apiKeyId"] = key_id
+    identity["apiKey"] = "secret-key-value" if key_id else None
+    return event
+
+
+def sqs_record(body: str, *, message_id: str | None = None, sent_ms: int, receive_count: int = 1) -> dict[str, Any]:
+    """One SQS record in the shape the event source mapping delivers (from events/writer_sqs.json)."""
+    record = copy.deepcopy(load_event("writer_sqs.json")["Records"][0])
+    record.update(body=body, messageId=message_id or str(uuid.uuid4()), receiptHandle=f"rh-{uuid.uuid4().hex}")
+    record["attributes"].update(SentTimestamp=str(sent_ms), ApproximateReceiveCount=str(receive_count))
+    return record
+
+
+@pytest.fixture
+def fail_aws_calls() -> Iterator[Callable[..., dict[str, int]]]:
+    """Make the next N calls of a botocore operation fail with an AWS error (for clients created later).
+
+    ``fail("s3", "PutObject", times=2, code="SlowDown")`` returns a counter of injected failures.
+    """
+    import boto3
+    from botocore.exceptions import ClientError
+
+    boto3.setup_default_session()
+    registered: list[tuple[str, Callable[..., None]]] = []
+
+    def fail(service: str, operation: str, *, times: int = 1, code: str = "ServiceUnavailable") -> dict[str, int]:
+        counter = {"injected": 0}
+
+        def hook(**_: Any) -> None:
+            if counter["injected"] < times:
+                counter["injected"] += 1
+                raise ClientError({"Error": {"Code": code, "Message": "injected by the test"}}, operation)
+
+        event_name = f"before-call.{service}.{operation}"
+        assert boto3.DEFAULT_SESSION is not None
+        boto3.DEFAULT_SESSION.events.register(event_name, hook)
+        registered.append((event_name, hook))
+        return counter
+
+    yield fail
+    if boto3.DEFAULT_SESSION is not None:
+        for event_name, hook in registered:
+            boto3.DEFAULT_SESSION.events.unregister(event_name, hook)
+    boto3.DEFAULT_SESSION = None

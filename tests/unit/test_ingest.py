@@ -1,0 +1,130 @@
+"""POST /events logic: per-op validation, batch shape, limits, persist-then-acknowledge."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from opslake.errors import (
+    BadRequestError,
+    InvalidOpsError,
+    MalformedJsonError,
+    OpslakeError,
+    PayloadTooLargeError,
+    ServiceUnavailableError,
+)
+from opslake.ingest import MAX_OPS_PER_REQUEST, MAX_REQUEST_BYTES, ingest
+from opslake.models import QueuedOp
+
+from .fakes import MemoryQueue
+
+NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+GOOD = {"endpoint": "tool:query_db", "success": True, "duration_ms": 5}
+
+
+def run(body: object, queue: MemoryQueue | None = None):
+    text = body if isinstance(body, str) else json.dumps(body)
+    return ingest(text, reporter_id="runtime-a", queue=queue or MemoryQueue(), received_at=NOW)
+
+
+def test_single_op_is_accepted_and_queued_with_server_identity() -> None:
+    queue = MemoryQueue()
+    result = run({**GOOD, "op_id": "op-1"}, queue)
+    assert result.accepted == ["op-1"] and result.rejected == []
+    queued = QueuedOp.model_validate_json(queue.messages[0])
+    assert queued.reporter_id == "runtime-a" and queued.op_id == "op-1"
+
+
+def test_batch_validates_each_op_on_its_own() -> None:
+    queue = MemoryQueue()
+    result = run({"ops": [GOOD, {**GOOD, "duration_ms": "fast"}, {**GOOD, "reporter_id": "evil"}, GOOD]}, queue)
+    assert len(result.accepted) == 2 and len(queue.messages) == 2
+    assert [r.index for r in result.rejected] == [1, 2]
+    assert "duration_ms" in result.rejected[0].message
+    assert "reporter_id is set by the server" in result.rejected[1].message
+
+
+def test_all_invalid_is_400_with_the_same_detail() -> None:
+    queue = MemoryQueue()
+    with pytest.raises(InvalidOpsError) as info:
+        run({"ops": [{"endpoint": "/x"}, 7]}, queue)
+    assert info.value.status == 400 and queue.messages == []
+    rejected = info.value.detail["rejected"]
+    assert [r["index"] for r in rejected] == [0, 1]
+    assert "success: field required" in rejected[0]["message"]
+    assert "must be a JSON object" in rejected[1]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "error", "fragment"),
+    [
+        ("{not json", MalformedJsonError, "not valid JSON"),
+        ("", BadRequestError, "empty"),
+        ("[1, 2]", BadRequestError, "not a JSON list"),
+        ('"hello"', BadRequestError, "not a JSON str"),
+        ('{"ops": {}}', BadRequestError, "must be a list"),
+        ('{"ops": []}', BadRequestError, "is empty"),
+        ('{"ops": [], "extra": 1}', BadRequestError, "unexpected"),
+    ],
+)
+def test_bad_bodies_say_what_is_wrong(body: str, error: type[OpslakeError], fragment: str) -> None:
+    with pytest.raises(error, match=fragment) as info:
+        run(body)
+    assert info.value.status == 400
+
+
+def test_too_many_ops_is_413() -> None:
+    with pytest.raises(PayloadTooLargeError, match=f"limit is {MAX_OPS_PER_REQUEST}"):
+        run({"ops": [GOOD] * (MAX_OPS_PER_REQUEST + 1)})
+
+
+def test_too_large_body_is_413() -> None:
+    with pytest.raises(PayloadTooLargeError) as info:
+        run({**GOOD, "error": "x" * MAX_REQUEST_BYTES})
+    assert info.value.status == 413
+
+
+def test_queue_failure_is_503_with_retry_after_and_nothing_accepted() -> None:
+    with pytest.raises(ServiceUnavailableError) as info:
+        run({"ops": [GOOD, {"bad": 1}]}, MemoryQueue(fail=True))
+    assert info.value.status == 503
+    assert info.value.headers["Retry-After"] == "5"
+    assert info.value.detail["accepted"] == []
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    max_leaves=20,
+)
+op_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "endpoint": json_values | st.text(max_size=250),
+        "success": json_values,
+        "duration_ms": json_values | st.floats(),
+        "op_id": json_values,
+        "ts": json_values | st.datetimes().map(lambda d: d.isoformat()),
+        "attributes": json_values,
+        "error": json_values,
+        "applied_at_turn": json_values,
+        "reporter_id": json_values,
+    },
+)
+
+
+@given(st.one_of(json_values, op_like, st.fixed_dictionaries({"ops": st.lists(op_like | json_values, max_size=5)})))
+def test_any_json_is_accepted_or_rejected_with_a_message_never_an_exception(value: object) -> None:
+    queue = MemoryQueue()
+    try:
+        result = run(value, queue)
+    except OpslakeError as exc:
+        assert 400 <= exc.status < 500 and exc.message
+        assert queue.messages == []
+        return
+    assert len(result.accepted) == len(queue.messages) >= 1
+    assert all(r.message for r in result.rejected)
