@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
 from opslake.errors import OpslakeError, error_response_parts
-from opslake.observability import logger
+from opslake.observability import MetricUnit, logger, metrics
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -28,14 +28,17 @@ def create_resolver() -> APIGatewayRestResolver:
     def _domain_error(exc: OpslakeError) -> Response:
         status, body, headers = error_response_parts(exc)
         if status >= 500:
-            logger.error("request failed", error=exc.code, message=exc.message)
+            logger.error("request failed", error=exc.code, reason=exc.message)
+            metrics.add_metric(name="ServerErrors", unit=MetricUnit.Count, value=1)
         else:
-            logger.info("request rejected", error=exc.code, message=exc.message)
+            logger.info("request rejected", error=exc.code, reason=exc.message)
+            metrics.add_metric(name="ClientErrors", unit=MetricUnit.Count, value=1)
         return json_response(status, body, headers)
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response:
         logger.exception("unhandled error")
+        metrics.add_metric(name="ServerErrors", unit=MetricUnit.Count, value=1)
         request_id = app.current_event.request_context.request_id
         return json_response(
             500,

@@ -1,0 +1,78 @@
+"""The SAM translator turns template.yaml into the resources the code and the design rely on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.infrastructure
+
+
+def _of_type(template: dict[str, Any], type_: str) -> dict[str, Any]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
+
+
+def test_usage_plan_has_the_logical_id_the_outputs_reference(transformed: dict[str, Any]) -> None:
+    plans = _of_type(transformed, "AWS::ApiGateway::UsagePlan")
+    assert list(plans) == ["OpsApiUsagePlan"]
+    assert transformed["Outputs"]["ApiUsagePlanId"]["Value"] == {"Ref": "OpsApiUsagePlan"}
+    props = plans["OpsApiUsagePlan"]["Properties"]
+    assert props["Quota"]["Period"] == "DAY"
+    assert set(props["Throttle"]) == {"RateLimit", "BurstLimit"}
+    assert props["ApiStages"] == [{"ApiId": {"Ref": "OpsApi"}, "Stage": {"Ref": "OpsApiStage"}}]
+
+
+def test_writer_reads_the_ops_queue_in_large_batches_with_partial_failures(
+    transformed: dict[str, Any],
+) -> None:
+    mappings = _of_type(transformed, "AWS::Lambda::EventSourceMapping")
+    assert len(mappings) == 1, mappings
+    (props,) = (m["Properties"] for m in mappings.values())
+    assert props["FunctionName"] == {"Ref": "WriterFunction"}
+    assert props["EventSourceArn"] == {"Fn::GetAtt": ["OpsQueue", "Arn"]}
+    assert props["BatchSize"] == 10000
+    assert props["MaximumBatchingWindowInSeconds"] == 60
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_functions_run_python312_with_tracing_and_shared_environment(transformed: dict[str, Any]) -> None:
+    fns = _of_type(transformed, "AWS::Lambda::Function")
+    assert set(fns) == {"EventsFunction", "HealthFunction", "WriterFunction"}
+    for name, fn in fns.items():
+        props = fn["Properties"]
+        assert props["Runtime"] == "python3.12", name
+        assert props["Architectures"] == ["x86_64"], name
+        assert props["TracingConfig"] == {"Mode": "Active"}, name
+        env = props["Environment"]["Variables"]
+        assert env["OPSLAKE_OPS_QUEUE_URL"] == {"Ref": "OpsQueue"}, name
+        assert env["OPSLAKE_LAKE_BUCKET"] == {"Ref": "LakeBucket"}, name
+        assert env["OPSLAKE_GLUE_DATABASE"] == {"Ref": "GlueDatabase"}, name
+        assert env["OPSLAKE_OPS_TABLE"] == "ops", name
+        assert env["POWERTOOLS_SERVICE_NAME"] == "opslake", name
+
+
+def test_pyarrow_layer_only_on_the_writer(transformed: dict[str, Any]) -> None:
+    layers = _of_type(transformed, "AWS::Lambda::LayerVersion")
+    # SAM renames layers to <LogicalId><hash>; map the generated ids back.
+    common = [k for k in layers if k.startswith("CommonLayer")]
+    data = [k for k in layers if k.startswith("DataLayer")]
+    assert len(common) == 1 and len(data) == 1, list(layers)
+    fns = _of_type(transformed, "AWS::Lambda::Function")
+    refs = {name: [layer["Ref"] for layer in fn["Properties"]["Layers"]] for name, fn in fns.items()}
+    assert refs["WriterFunction"] == [common[0], data[0]]  # each once: no duplicate from Globals
+    assert refs["EventsFunction"] == [common[0]]
+    assert refs["HealthFunction"] == [common[0]]
+
+
+def test_every_function_has_a_log_group_with_retention(
+    sam_template: dict[str, Any], functions: dict[str, Any]
+) -> None:
+    groups = _of_type(sam_template, "AWS::Logs::LogGroup")
+    names = {
+        g["Properties"]["LogGroupName"].get("Fn::Sub"): g["Properties"].get("RetentionInDays")
+        for g in groups.values()
+        if isinstance(g["Properties"]["LogGroupName"], dict)
+    }
+    for fn in functions:
+        assert names.get(f"/aws/lambda/${{{fn}}}") == {"Ref": "LogRetentionDays"}, fn

@@ -1,0 +1,82 @@
+"""A moto account with the resources the observer functions use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from opslake.lake.schema import glue_columns
+
+BUCKET = "opslake-test-lake"
+DATABASE = "opslake_test"
+
+
+@dataclass
+class Aws:
+    s3: Any
+    sqs: Any
+    glue: Any
+    apigateway: Any
+    queue_url: str
+    dlq_url: str
+    key_id: str
+    key_name: str
+
+    def env(self) -> dict[str, str]:
+        return {
+            "OPSLAKE_LAKE_BUCKET": BUCKET,
+            "OPSLAKE_OPS_QUEUE_URL": self.queue_url,
+            "OPSLAKE_GLUE_DATABASE": DATABASE,
+            "OPSLAKE_OPS_TABLE": "ops",
+        }
+
+    def keys(self, prefix: str = "") -> list[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return sorted(obj["Key"] for page in pages for obj in page.get("Contents", []))
+
+    def read(self, key: str) -> bytes:
+        return bytes(self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+
+    def receive_all(self) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        while batch := self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages"):
+            messages.extend(batch)
+        return messages
+
+
+@pytest.fixture
+def aws() -> Iterator[Aws]:
+    with mock_aws():
+        s3, sqs, glue, apigw = (boto3.client(name) for name in ("s3", "sqs", "glue", "apigateway"))
+        s3.create_bucket(Bucket=BUCKET)
+        dlq_url = sqs.create_queue(QueueName="opslake-ops-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        queue_url = sqs.create_queue(
+            QueueName="opslake-ops",
+            Attributes={"RedrivePolicy": f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "5"}}'},
+        )["QueueUrl"]
+        glue.create_database(DatabaseInput={"Name": DATABASE})
+        glue.create_table(
+            DatabaseName=DATABASE,
+            TableInput={
+                "Name": "ops",
+                "TableType": "EXTERNAL_TABLE",
+                "PartitionKeys": [{"Name": "dt", "Type": "string"}, {"Name": "hour", "Type": "string"}],
+                "StorageDescriptor": {
+                    "Columns": glue_columns(),
+                    "Location": f"s3://{BUCKET}/ops/",
+                    "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+                    "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+                    "SerdeInfo": {"SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"},
+                },
+            },
+        )
+        key = apigw.create_api_key(name="runtime-alpha", enabled=True, value="k" * 40)
+        yield Aws(s3, sqs, glue, apigw, queue_url, dlq_url, key["id"], "runtime-alpha")

@@ -1,0 +1,125 @@
+"""POST /events and GET /health handlers, driven by API Gateway REST (v1) events, against moto."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from opslake.models import QueuedOp
+
+from ..conftest import api_event, load_event, shared_fixture
+from .conftest import Aws
+
+OP = {"endpoint": "tool:query_db", "success": False, "duration_ms": 812.5, "error": "Bearer abc123secret"}
+
+
+@pytest.fixture
+def events(aws: Aws, load_handler):
+    return load_handler("functions/observer/events.py", **aws.env())
+
+
+def call(module, event: dict[str, Any], context) -> tuple[int, dict[str, str], dict[str, Any]]:
+    response = module.handler(event, context)
+    headers = dict(response.get("headers") or {})
+    headers.update({name: values[-1] for name, values in (response.get("multiValueHeaders") or {}).items()})
+    return response["statusCode"], headers, json.loads(response["body"])
+
+
+def queued(aws: Aws) -> list[QueuedOp]:
+    return [QueuedOp.model_validate_json(m["Body"]) for m in aws.receive_all()]
+
+
+def test_sample_event_is_accepted_and_enqueued_with_the_key_name(aws: Aws, events, lambda_context) -> None:
+    event = load_event("events_post_single.json")
+    event["requestContext"]["identity"]["apiKeyId"] = aws.key_id
+    status, headers, body = call(events, event, lambda_context)
+    assert status == 202, body
+    assert headers["Content-Type"] == "application/json"
+    (op,) = queued(aws)
+    assert body["accepted"] == [op.op_id]
+    assert op.reporter_id == "runtime-alpha" and op.agent_id == "agent-7"
+    assert op.error == 'column "wrokers" does not exist'
+
+
+def test_published_fixture_shape_is_handled(aws: Aws, events, lambda_context) -> None:
+    base = shared_fixture("apiGatewayProxyEvent.json")
+    if base is None:
+        pytest.skip("../shared/fixtures/aws-events/ is not beside this clone (it is in CI)")
+    event = api_event("POST", "/events", json.dumps(OP), key_id=aws.key_id, base=base)
+    status, _, body = call(events, event, lambda_context)
+    assert status == 202, body
+    (op,) = queued(aws)
+    assert "abc123secret" not in op.to_message()
+
+
+def test_batch_with_invalid_ops_answers_each(aws: Aws, events, lambda_context) -> None:
+    status, _, body = call(events, load_event("events_post_batch.json"), lambda_context)
+    assert status == 202
+    assert len(body["accepted"]) == len(queued(aws)) == 2
+    (rejected,) = body["rejected"]
+    assert rejected["index"] == 2 and "duration_ms" in rejected["message"]
+
+
+def test_base64_body_is_decoded(aws: Aws, events, lambda_context) -> None:
+    event = api_event("POST", "/events", base64.b64encode(json.dumps(OP).encode()).decode(), key_id=aws.key_id)
+    event["isBase64Encoded"] = True
+    assert call(events, event, lambda_context)[0] == 202
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "error"),
+    [
+        ("{oops", 400, "malformed_json"),
+        (json.dumps({"ops": [{"endpoint": "/x"}]}), 400, "invalid_ops"),
+        (json.dumps({"ops": [OP] * 501}), 413, "payload_too_large"),
+        (json.dumps({**OP, "input_summary": "x" * 1_100_000}), 413, "payload_too_large"),
+    ],
+)
+def test_client_errors_are_4xx_with_a_message_and_nothing_enqueued(
+    aws: Aws, events, lambda_context, body: str, status: int, error: str
+) -> None:
+    got, _, payload = call(events, api_event("POST", "/events", body, key_id=aws.key_id), lambda_context)
+    assert (got, payload["error"]) == (status, error)
+    assert payload["message"]
+    assert queued(aws) == []
+
+
+def test_missing_key_identity_is_403(aws: Aws, events, lambda_context) -> None:
+    status, _, payload = call(events, api_event("POST", "/events", json.dumps(OP), key_id=None), lambda_context)
+    assert status == 403 and "x-api-key" in payload["message"]
+
+
+def test_unknown_key_id_falls_back_to_the_id(aws: Aws, events, lambda_context) -> None:
+    status, _, _ = call(events, api_event("POST", "/events", json.dumps(OP), key_id="deleted-key"), lambda_context)
+    assert status == 202
+    assert queued(aws)[0].reporter_id == "deleted-key"
+
+
+def test_queue_failure_is_503_with_retry_after_and_nothing_listed(aws: Aws, load_handler, lambda_context) -> None:
+    events = load_handler(
+        "functions/observer/events.py",
+        **{**aws.env(), "OPSLAKE_OPS_QUEUE_URL": aws.queue_url.replace("opslake-ops", "missing-queue")},
+    )
+    status, headers, payload = call(
+        events, api_event("POST", "/events", json.dumps(OP), key_id=aws.key_id), lambda_context
+    )
+    assert status == 503 and headers["Retry-After"] == "5"
+    assert payload["detail"]["accepted"] == []
+
+
+def test_transient_queue_errors_are_retried(aws: Aws, events, lambda_context, fail_aws_calls) -> None:
+    injected = fail_aws_calls("sqs", "SendMessageBatch", times=2, code="ThrottlingException")
+    status, _, body = call(events, api_event("POST", "/events", json.dumps(OP), key_id=aws.key_id), lambda_context)
+    assert status == 202 and injected["injected"] == 2
+    assert [op.op_id for op in queued(aws)] == body["accepted"]
+
+
+def test_health_needs_no_key_and_touches_no_aws(load_handler, lambda_context) -> None:
+    health = load_handler("functions/observer/health.py")
+    response = health.handler(load_event("health_get.json"), lambda_context)
+    assert response["statusCode"] == 200
+    body = json.loads(response["body"])
+    assert body["status"] == "ok" and body["version"]
