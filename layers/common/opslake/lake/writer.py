@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from opslake.errors import LakeWriteError
 from opslake.lake.catalog import Catalog
-from opslake.lake.layout import ops_object_key, partition_values, rejects_object_key
+from opslake.lake.layout import ops_object_key, partition_of_millis, rejects_object_key
 from opslake.lake.parquet import ops_table, to_parquet_bytes
 from opslake.lake.store import ObjectStore
 from opslake.models.ops import QueuedOp
@@ -37,14 +37,18 @@ class QueueMessage:
 
     message_id: str
     body: str
-    sent_at: datetime  # SQS SentTimestamp: becomes the op's ingested_at
+    sent_ms: int  # SQS SentTimestamp (epoch ms): becomes the op's ingested_at
+
+    @property
+    def sent_at(self) -> datetime:
+        return datetime.fromtimestamp(self.sent_ms / 1000, tz=UTC)
 
 
 @dataclass(frozen=True)
 class ParsedOp:
     message_id: str
     op: QueuedOp
-    ingested_at: datetime
+    ingested_ms: int
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,6 @@ class WriteReport:
     failed_message_ids: list[str] = field(default_factory=list)
 
 
-def sent_at_from_millis(sent_timestamp: str | int) -> datetime:
-    return datetime.fromtimestamp(int(sent_timestamp) / 1000, tz=UTC)
-
-
 def parse_message(message: QueueMessage) -> ParsedOp | Reject:
     """A valid op, or a reject with the reason it can never be written."""
     try:
@@ -92,7 +92,7 @@ def parse_message(message: QueueMessage) -> ParsedOp | Reject:
         else:
             reason = "not a valid op record: " + summarize(field_errors(exc))
         return Reject(message.message_id, reason, message.body, message.sent_at)
-    return ParsedOp(message.message_id, op, message.sent_at)
+    return ParsedOp(message.message_id, op, message.sent_ms)
 
 
 def dedupe(parsed: Sequence[ParsedOp]) -> tuple[list[ParsedOp], dict[str, str]]:
@@ -104,13 +104,13 @@ def dedupe(parsed: Sequence[ParsedOp]) -> tuple[list[ParsedOp], dict[str, str]]:
     best: dict[str, ParsedOp] = {}
     for item in parsed:
         current = best.get(item.op.op_id)
-        if current is None or (item.ingested_at, item.message_id) < (current.ingested_at, current.message_id):
+        if current is None or (item.ingested_ms, item.message_id) < (current.ingested_ms, current.message_id):
             best[item.op.op_id] = item
     kept_ids = {item.message_id for item in best.values()}
     merged_into = {
         item.message_id: best[item.op.op_id].message_id for item in parsed if item.message_id not in kept_ids
     }
-    return sorted(best.values(), key=lambda p: (p.ingested_at, p.message_id)), merged_into
+    return sorted(best.values(), key=lambda p: (p.ingested_ms, p.message_id)), merged_into
 
 
 class LakeWriter:
@@ -134,7 +134,7 @@ class LakeWriter:
         report.duplicates_dropped = len(merged_into)
         by_partition: dict[tuple[str, str], list[ParsedOp]] = defaultdict(list)
         for item in kept:
-            by_partition[partition_values(item.ingested_at)].append(item)
+            by_partition[partition_of_millis(item.ingested_ms)].append(item)
 
         failed: set[str] = set()
         for (dt, hour), items in sorted(by_partition.items()):
@@ -142,7 +142,9 @@ class LakeWriter:
             key = ops_object_key(self._ops_prefix, dt, hour, message_ids)
             try:
                 self._catalog.ensure_partitions([(dt, hour)])
-                data = to_parquet_bytes(ops_table([(item.op, item.ingested_at) for item in items]))
+                data = to_parquet_bytes(
+                    ops_table([item.op for item in items], [item.ingested_ms for item in items])
+                )
                 self._put(key, data, "application/vnd.apache.parquet")
             except LakeWriteError as exc:
                 logger.warning("partition write failed; its messages will be retried", key=key, error=str(exc))
