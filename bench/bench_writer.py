@@ -41,7 +41,14 @@ from opslake.lake.writer import LakeWriter  # noqa: E402
 from opslake.models import OpInput  # noqa: E402
 
 ENDPOINTS = ["/sql", "tool:query_db", "tool:search", "/match", "scenario:fill", "/tables/{name}"]
-ERRORS = ['column "wrokers" does not exist', "timeout after 30000 ms", "worker 123 not found", None, None, None]
+ERRORS = [
+    'column "wrokers" does not exist',
+    "timeout after 30000 ms",
+    "worker 123 not found",
+    None,
+    None,
+    None,
+]
 
 
 class NullStore(ObjectStore):
@@ -100,7 +107,9 @@ def sqs_event(n: int, seed: int = 7) -> dict[str, Any]:
 
 
 def load_writer_handler() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_writer_handler", ROOT / "functions/observer/writer.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_writer_handler", ROOT / "functions/observer/writer.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -125,7 +134,9 @@ def main() -> None:
     handler_module = load_writer_handler()
     store = NullStore()
     handler_module._writer.cache_clear()
-    handler_module._writer = lambda: LakeWriter(store, NullCatalog(), ops_prefix="ops/", rejects_prefix="rejects/")
+    handler_module._writer = lambda: LakeWriter(
+        store, NullCatalog(), ops_prefix="ops/", rejects_prefix="rejects/"
+    )
 
     handler_module.handler(event, Context())  # warm-up (imports, first-call caches)
     timings = []
@@ -144,7 +155,9 @@ def main() -> None:
     median = statistics.median(timings)
     print(f"records per batch      {args.records:,}")
     print(f"mean body size         {event_bytes / args.records:,.0f} B (JSON on the queue)")
-    print(f"handler time (median)  {median * 1000:,.1f} ms over {args.runs} runs (min {min(timings) * 1000:,.1f} ms)")
+    print(
+        f"handler time (median)  {median * 1000:,.1f} ms over {args.runs} runs (min {min(timings) * 1000:,.1f} ms)"
+    )
     print(f"throughput             {args.records / median:,.0f} records/s on one core")
     print(f"parquet bytes/record   {store.bytes_written / args.records:,.1f} B (zstd)")
     print(f"peak traced memory     {peak / 1e6:,.1f} MB (tracemalloc, one batch)")

@@ -117,10 +117,14 @@ def api_event(
     return event
 
 
-def sqs_record(body: str, *, message_id: str | None = None, sent_ms: int, receive_count: int = 1) -> dict[str, Any]:
+def sqs_record(
+    body: str, *, message_id: str | None = None, sent_ms: int, receive_count: int = 1
+) -> dict[str, Any]:
     """One SQS record in the shape the event source mapping delivers (from events/writer_sqs.json)."""
     record = copy.deepcopy(load_event("writer_sqs.json")["Records"][0])
-    record.update(body=body, messageId=message_id or str(uuid.uuid4()), receiptHandle=f"rh-{uuid.uuid4().hex}")
+    record.update(
+        body=body, messageId=message_id or str(uuid.uuid4()), receiptHandle=f"rh-{uuid.uuid4().hex}"
+    )
     record["attributes"].update(SentTimestamp=str(sent_ms), ApproximateReceiveCount=str(receive_count))
     return record
 
@@ -137,7 +141,9 @@ def fail_aws_calls() -> Iterator[Callable[..., dict[str, int]]]:
     boto3.setup_default_session()
     registered: list[tuple[str, Callable[..., None]]] = []
 
-    def fail(service: str, operation: str, *, times: int = 1, code: str = "ServiceUnavailable") -> dict[str, int]:
+    def fail(
+        service: str, operation: str, *, times: int = 1, code: str = "ServiceUnavailable"
+    ) -> dict[str, int]:
         counter = {"injected": 0}
 
         def hook(**_: Any) -> None:

@@ -15,8 +15,9 @@ from opslake.errors import InvalidOpsError, ServiceUnavailableError
 from opslake.identity import KeyNameResolver, apigateway_key_lookup, caller_key_id
 from opslake.ingest import ingest
 from opslake.models import now_utc
-from opslake.observability import MetricUnit, logger, metrics, tracer
+from opslake.observability import MetricUnit, logger, metrics
 from opslake.queue import SqsOpsQueue
+from opslake.tracing import tracer
 
 settings = get_settings()
 settings.require("ops_queue_url")
@@ -30,7 +31,9 @@ def _queue() -> SqsOpsQueue:
 
 @lru_cache(maxsize=1)
 def _key_names() -> KeyNameResolver:
-    return KeyNameResolver(apigateway_key_lookup(boto3.client("apigateway")) if settings.resolve_key_names else None)
+    return KeyNameResolver(
+        apigateway_key_lookup(boto3.client("apigateway")) if settings.resolve_key_names else None
+    )
 
 
 @app.post("/events")

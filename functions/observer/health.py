@@ -16,7 +16,9 @@ app = create_resolver()
 
 @app.get("/health")
 def health() -> Response:
-    return json_response(200, {"status": "ok", "service": "opslake", "version": __version__, "stage": get_settings().stage})
+    return json_response(
+        200, {"status": "ok", "service": "opslake", "version": __version__, "stage": get_settings().stage}
+    )
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -13,7 +13,8 @@ from opslake.config import get_settings
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.store import S3ObjectStore
 from opslake.lake.writer import LakeWriter, QueueMessage
-from opslake.observability import MetricUnit, logger, metrics, tracer
+from opslake.observability import MetricUnit, logger, metrics
+from opslake.tracing import tracer
 
 settings = get_settings()
 settings.require("lake_bucket", "glue_database", "ops_table")
@@ -58,6 +59,6 @@ def handler(event: dict, context: LambdaContext) -> dict:
         rejects=report.rejects_written,
         failed=len(report.failed_message_ids),
     )
-    response = processor.response()
-    response["batchItemFailures"] += [{"itemIdentifier": mid} for mid in report.failed_message_ids]
-    return response
+    failures = processor.response()["batchItemFailures"]
+    failures += [{"itemIdentifier": message_id} for message_id in report.failed_message_ids]
+    return {"batchItemFailures": failures}

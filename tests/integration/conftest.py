@@ -57,7 +57,9 @@ def aws() -> Iterator[Aws]:
         s3, sqs, glue, apigw = (boto3.client(name) for name in ("s3", "sqs", "glue", "apigateway"))
         s3.create_bucket(Bucket=BUCKET)
         dlq_url = sqs.create_queue(QueueName="opslake-ops-dlq")["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         queue_url = sqs.create_queue(
             QueueName="opslake-ops",
             Attributes={"RedrivePolicy": f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "5"}}'},
@@ -74,7 +76,9 @@ def aws() -> Iterator[Aws]:
                     "Location": f"s3://{BUCKET}/ops/",
                     "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
                     "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-                    "SerdeInfo": {"SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"},
+                    "SerdeInfo": {
+                        "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+                    },
                 },
             },
         )

@@ -64,7 +64,9 @@ def test_batch_with_invalid_ops_answers_each(aws: Aws, events, lambda_context) -
 
 
 def test_base64_body_is_decoded(aws: Aws, events, lambda_context) -> None:
-    event = api_event("POST", "/events", base64.b64encode(json.dumps(OP).encode()).decode(), key_id=aws.key_id)
+    event = api_event(
+        "POST", "/events", base64.b64encode(json.dumps(OP).encode()).decode(), key_id=aws.key_id
+    )
     event["isBase64Encoded"] = True
     assert call(events, event, lambda_context)[0] == 202
 
@@ -88,17 +90,23 @@ def test_client_errors_are_4xx_with_a_message_and_nothing_enqueued(
 
 
 def test_missing_key_identity_is_403(aws: Aws, events, lambda_context) -> None:
-    status, _, payload = call(events, api_event("POST", "/events", json.dumps(OP), key_id=None), lambda_context)
+    status, _, payload = call(
+        events, api_event("POST", "/events", json.dumps(OP), key_id=None), lambda_context
+    )
     assert status == 403 and "x-api-key" in payload["message"]
 
 
 def test_unknown_key_id_falls_back_to_the_id(aws: Aws, events, lambda_context) -> None:
-    status, _, _ = call(events, api_event("POST", "/events", json.dumps(OP), key_id="deleted-key"), lambda_context)
+    status, _, _ = call(
+        events, api_event("POST", "/events", json.dumps(OP), key_id="deleted-key"), lambda_context
+    )
     assert status == 202
     assert queued(aws)[0].reporter_id == "deleted-key"
 
 
-def test_queue_failure_is_503_with_retry_after_and_nothing_listed(aws: Aws, load_handler, lambda_context) -> None:
+def test_queue_failure_is_503_with_retry_after_and_nothing_listed(
+    aws: Aws, load_handler, lambda_context
+) -> None:
     events = load_handler(
         "functions/observer/events.py",
         **{**aws.env(), "OPSLAKE_OPS_QUEUE_URL": aws.queue_url.replace("opslake-ops", "missing-queue")},
@@ -112,7 +120,9 @@ def test_queue_failure_is_503_with_retry_after_and_nothing_listed(aws: Aws, load
 
 def test_transient_queue_errors_are_retried(aws: Aws, events, lambda_context, fail_aws_calls) -> None:
     injected = fail_aws_calls("sqs", "SendMessageBatch", times=2, code="ThrottlingException")
-    status, _, body = call(events, api_event("POST", "/events", json.dumps(OP), key_id=aws.key_id), lambda_context)
+    status, _, body = call(
+        events, api_event("POST", "/events", json.dumps(OP), key_id=aws.key_id), lambda_context
+    )
     assert status == 202 and injected["injected"] == 2
     assert [op.op_id for op in queued(aws)] == body["accepted"]
 

@@ -44,7 +44,9 @@ def failures(response: dict[str, Any]) -> list[str]:
 
 
 def partitions(aws: Aws) -> list[list[str]]:
-    return sorted(p["Values"] for p in aws.glue.get_partitions(DatabaseName=DATABASE, TableName="ops")["Partitions"])
+    return sorted(
+        p["Values"] for p in aws.glue.get_partitions(DatabaseName=DATABASE, TableName="ops")["Partitions"]
+    )
 
 
 def test_sample_event_lands_as_parquet_with_glue_partition(aws: Aws, writer, lambda_context) -> None:
@@ -60,7 +62,10 @@ def test_sample_event_lands_as_parquet_with_glue_partition(aws: Aws, writer, lam
     dt, hour = key.split("/")[1][3:], key.split("/")[2][5:]
     assert partitions(aws) == [[dt, hour]]
     location = aws.glue.get_partition(DatabaseName=DATABASE, TableName="ops", PartitionValues=[dt, hour])
-    assert location["Partition"]["StorageDescriptor"]["Location"] == f"s3://opslake-test-lake/ops/dt={dt}/hour={hour}/"
+    assert (
+        location["Partition"]["StorageDescriptor"]["Location"]
+        == f"s3://opslake-test-lake/ops/dt={dt}/hour={hour}/"
+    )
 
 
 def test_published_sqs_fixture_bodies_become_rejects(aws: Aws, writer, lambda_context) -> None:
@@ -75,8 +80,12 @@ def test_published_sqs_fixture_bodies_become_rejects(aws: Aws, writer, lambda_co
     assert all(line["reason"] for line in lines)
 
 
-def test_same_batch_delivered_twice_gives_one_object_and_no_duplicate_rows(aws: Aws, writer, lambda_context) -> None:
-    event = {"Records": [sqs_record(op_json(f"op-{i}"), message_id=f"m-{i}", sent_ms=at(-10)) for i in range(5)]}
+def test_same_batch_delivered_twice_gives_one_object_and_no_duplicate_rows(
+    aws: Aws, writer, lambda_context
+) -> None:
+    event = {
+        "Records": [sqs_record(op_json(f"op-{i}"), message_id=f"m-{i}", sent_ms=at(-10)) for i in range(5)]
+    }
     writer.handler(event, lambda_context)
     writer.handler(json.loads(json.dumps(event)), lambda_context)
     assert len(aws.keys("ops/")) == 1
@@ -84,7 +93,9 @@ def test_same_batch_delivered_twice_gives_one_object_and_no_duplicate_rows(aws: 
 
 
 def test_hour_and_day_boundary_split_into_partitions(aws: Aws, writer, lambda_context) -> None:
-    event = {"Records": [sqs_record(op_json("old"), sent_ms=at(0)), sqs_record(op_json("new"), sent_ms=at(1))]}
+    event = {
+        "Records": [sqs_record(op_json("old"), sent_ms=at(0)), sqs_record(op_json("new"), sent_ms=at(1))]
+    }
     writer.handler(event, lambda_context)
     assert partitions(aws) == [["2026-11-21", "23"], ["2026-11-22", "00"]]
     keys = aws.keys("ops/")
@@ -109,7 +120,9 @@ def test_s3_failure_reports_items_then_succeeds_on_retry(
     assert sorted(r["op_id"] for r in lake_rows(aws)) == ["a", "b"]
 
 
-def test_glue_failure_reports_items_and_writes_nothing(aws: Aws, writer, lambda_context, fail_aws_calls) -> None:
+def test_glue_failure_reports_items_and_writes_nothing(
+    aws: Aws, writer, lambda_context, fail_aws_calls
+) -> None:
     fail_aws_calls("glue", "BatchCreatePartition", times=1, code="ThrottlingException")
     event = {"Records": [sqs_record(op_json("a"), message_id="m-a", sent_ms=at(0))]}
     assert failures(writer.handler(event, lambda_context)) == ["m-a"]
@@ -136,7 +149,9 @@ def test_poison_message_goes_to_rejects_and_is_not_retried(aws: Aws, writer, lam
     }
     assert writer.handler(event, lambda_context) == {"batchItemFailures": []}
     (key,) = aws.keys("rejects/dt=2026-11-21/")
-    reasons = {line["message_id"]: line["reason"] for line in map(json.loads, aws.read(key).decode().splitlines())}
+    reasons = {
+        line["message_id"]: line["reason"] for line in map(json.loads, aws.read(key).decode().splitlines())
+    }
     assert reasons["poison"].startswith("not valid JSON")
     assert "success" in reasons["schema"]
     assert [r["op_id"] for r in lake_rows(aws)] == ["fine"]
@@ -145,7 +160,9 @@ def test_poison_message_goes_to_rejects_and_is_not_retried(aws: Aws, writer, lam
 def test_batch_near_the_6_mb_lambda_payload_limit(aws: Aws, writer, lambda_context) -> None:
     filler = "e" * 3_900
     records = [
-        sqs_record(op_json(f"big-{i}", error=filler, input_summary="i" * 1_900), message_id=f"m{i}", sent_ms=at(-5))
+        sqs_record(
+            op_json(f"big-{i}", error=filler, input_summary="i" * 1_900), message_id=f"m{i}", sent_ms=at(-5)
+        )
         for i in range(900)
     ]
     event = {"Records": records}
@@ -163,7 +180,9 @@ def test_events_to_lake_round_trip(aws: Aws, load_handler, writer, lambda_contex
         {"endpoint": "tool:search", "success": True, "duration_ms": 1.5, "attributes": {"city": "Austin"}},
         {"endpoint": "/sql", "success": False, "duration_ms": 30.0, "error": "password=hunter2 rejected"},
     ]
-    response = events.handler(api_event("POST", "/events", json.dumps({"ops": ops}), key_id=aws.key_id), lambda_context)
+    response = events.handler(
+        api_event("POST", "/events", json.dumps({"ops": ops}), key_id=aws.key_id), lambda_context
+    )
     accepted = json.loads(response["body"])["accepted"]
     messages = aws.receive_all()
     records = [

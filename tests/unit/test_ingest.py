@@ -41,7 +41,9 @@ def test_single_op_is_accepted_and_queued_with_server_identity() -> None:
 
 def test_batch_validates_each_op_on_its_own() -> None:
     queue = MemoryQueue()
-    result = run({"ops": [GOOD, {**GOOD, "duration_ms": "fast"}, {**GOOD, "reporter_id": "evil"}, GOOD]}, queue)
+    result = run(
+        {"ops": [GOOD, {**GOOD, "duration_ms": "fast"}, {**GOOD, "reporter_id": "evil"}, GOOD]}, queue
+    )
     assert len(result.accepted) == 2 and len(queue.messages) == 2
     assert [r.index for r in result.rejected] == [1, 2]
     assert "duration_ms" in result.rejected[0].message
@@ -98,7 +100,9 @@ def test_queue_failure_is_503_with_retry_after_and_nothing_accepted() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5)
+    ),
     max_leaves=20,
 )
 op_like = st.fixed_dictionaries(
@@ -117,7 +121,11 @@ op_like = st.fixed_dictionaries(
 )
 
 
-@given(st.one_of(json_values, op_like, st.fixed_dictionaries({"ops": st.lists(op_like | json_values, max_size=5)})))
+@given(
+    st.one_of(
+        json_values, op_like, st.fixed_dictionaries({"ops": st.lists(op_like | json_values, max_size=5)})
+    )
+)
 def test_any_json_is_accepted_or_rejected_with_a_message_never_an_exception(value: object) -> None:
     queue = MemoryQueue()
     try:

@@ -111,7 +111,9 @@ def test_ts_more_than_24h_ahead_is_refused() -> None:
 
 
 def test_ts_is_normalised_to_utc_milliseconds() -> None:
-    assert queued(ts="2026-11-21T12:00:00.123456+02:00").ts == datetime(2026, 11, 21, 10, 0, 0, 123000, tzinfo=UTC)
+    assert queued(ts="2026-11-21T12:00:00.123456+02:00").ts == datetime(
+        2026, 11, 21, 10, 0, 0, 123000, tzinfo=UTC
+    )
     assert queued(ts="2026-11-21T10:00:00").ts.tzinfo == UTC  # naive is UTC
     assert queued(ts=1795255200000).ts == datetime(2026, 11, 21, 10, 0, tzinfo=UTC)  # epoch ms
 

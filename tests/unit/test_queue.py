@@ -29,7 +29,7 @@ class FlakySqs:
         self.calls: list[list[str]] = []
         self.delivered: list[str] = []
 
-    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
         self.calls.append([e["Id"] for e in Entries])
         if self.raise_times:
             self.raise_times -= 1

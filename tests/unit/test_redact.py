@@ -22,7 +22,10 @@ CASES = {
     "sk_api_key": ("OPENAI_KEY is sk-proj-Ab12Cd34Ef56Gh78Ij90", "sk-proj-Ab12Cd34Ef56Gh78Ij90"),
     "github_token": ("push with ghp_1234567890abcdefghijABCDEFGHIJ", "ghp_1234567890abcdefghijABCDEFGHIJ"),
     "slack_token": ("hook xoxb-123456789012-abcdefghij", "xoxb-123456789012-abcdefghij"),
-    "google_api_key": ("key=AIzaSyA1234567890abcdefghijklmnopqrstuv", "AIzaSyA1234567890abcdefghijklmnopqrstuv"),
+    "google_api_key": (
+        "key=AIzaSyA1234567890abcdefghijklmnopqrstuv",
+        "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+    ),
     "url_password": ("connect postgres://svc:hunter2@db.internal:5432/app failed", "hunter2"),
     "secret_assignment": ('{"password": "hunter2", "user": "bob"}', "hunter2"),
 }

@@ -27,7 +27,9 @@ class Settings(BaseModel):
     glue_database: str = Field(default="opslake", description="Glue database of the lake tables")
     ops_table: str = Field(default="ops", description="Glue table of op records")
     ops_prefix: str = Field(default="ops/", description="key prefix of the ops table in the lake bucket")
-    rejects_prefix: str = Field(default="rejects/", description="key prefix for records that can never be written")
+    rejects_prefix: str = Field(
+        default="rejects/", description="key prefix for records that can never be written"
+    )
     queue_retry_after_s: int = Field(default=5, ge=1, le=3600, description="Retry-After sent with a 503")
     resolve_key_names: bool = Field(
         default=True, description="look up API key names in API Gateway (else the key id is the identity)"

@@ -81,10 +81,9 @@ def validate_op(raw: Any, *, reporter_id: str, received_at: datetime) -> QueuedO
 
 
 def _rejection(index: int, exc: Exception) -> RejectedOp:
-    if isinstance(exc, ValidationError):
-        problems = field_errors(exc)
-    else:
-        problems = [{"field": "(op)", "message": str(exc)}]
+    problems = (
+        field_errors(exc) if isinstance(exc, ValidationError) else [{"field": "(op)", "message": str(exc)}]
+    )
     return RejectedOp(index=index, message=summarize(problems), errors=problems)
 
 

@@ -1,16 +1,17 @@
-"""One Logger, Tracer and Metrics for the whole service, created once per container.
+"""One Logger and one Metrics for the whole service, created once per container.
 
+The Tracer lives in :mod:`opslake.tracing`: importing it loads the X-Ray SDK (≈ 120 ms of cold
+start, most of it a botocore client for sampling), so only functions that trace import it.
 Service name and metrics namespace come from Powertools' own variables
 (POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE) set in template.yaml.
 """
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 logger = Logger(service="opslake")
-tracer = Tracer(service="opslake")
 metrics = Metrics(namespace="opslake", service="opslake")
 
-__all__ = ["MetricUnit", "logger", "metrics", "tracer"]
+__all__ = ["MetricUnit", "logger", "metrics"]

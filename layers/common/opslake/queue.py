@@ -76,7 +76,9 @@ class SqsOpsQueue(OpsQueue):
             if not pending:
                 return
             sender_faults = [f for f in failed if f.get("SenderFault")]
-            last_error = "; ".join(f"{f.get('Code')}: {f.get('Message')}" for f in failed) or "entries missing"
+            last_error = (
+                "; ".join(f"{f.get('Code')}: {f.get('Message')}" for f in failed) or "entries missing"
+            )
             if sender_faults:  # our own message was refused: retrying cannot help
                 break
         raise QueueError(f"the ops queue did not accept {len(pending)} record(s): {last_error}")

@@ -18,7 +18,11 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
         REDACTED,
     ),
-    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), REDACTED),
+    (
+        "aws_access_key_id",
+        re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),
+        REDACTED,
+    ),
     (
         "aws_secret_access_key",
         re.compile(r"(?i)(aws_?secret_?access_?key|secret_?access_?key)(\"?\s*[:=]\s*\"?)[A-Za-z0-9/+=]{40}"),
@@ -32,7 +36,11 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), REDACTED),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), REDACTED),
     # scheme://user:password@host  -> keep the user and host, drop the password.
-    ("url_password", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]+):[^@\s/]+@"), r"\1:" + REDACTED + "@"),
+    (
+        "url_password",
+        re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]+):[^@\s/]+@"),
+        r"\1:" + REDACTED + "@",
+    ),
     # password=..., api_key: ..., "token": "..."
     (
         "secret_assignment",

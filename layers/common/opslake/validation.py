@@ -26,4 +26,6 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
 
 def summarize(problems: list[dict[str, Any]]) -> str:
     """One line: ``duration_ms: Input should be a valid number; success: field required``."""
-    return "; ".join(f"{p['field']}: {p['message']}" if p["field"] != "(op)" else p["message"] for p in problems)
+    return "; ".join(
+        f"{p['field']}: {p['message']}" if p["field"] != "(op)" else p["message"] for p in problems
+    )

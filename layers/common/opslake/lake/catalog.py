@@ -56,7 +56,9 @@ class GlueCatalog(Catalog):
             failed: list[str] = []
             for start in range(0, len(inputs), 100):  # BatchCreatePartition takes at most 100
                 response = self._client.batch_create_partition(
-                    DatabaseName=self.database, TableName=self.table, PartitionInputList=inputs[start : start + 100]
+                    DatabaseName=self.database,
+                    TableName=self.table,
+                    PartitionInputList=inputs[start : start + 100],
                 )
                 for error in response.get("Errors", []):
                     code = error.get("ErrorDetail", {}).get("ErrorCode", "")

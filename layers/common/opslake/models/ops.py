@@ -147,7 +147,9 @@ class OpInput(_OpCore):
     op_id: Id | None = Field(default=None, description="idempotency key; a ULID is assigned when missing")
     ts: UtcMs | None = Field(default=None, description="when the op happened (UTC); defaults to receipt time")
     source: Id = "event"
-    agent_id: Id | None = Field(default=None, description="the agent the op belongs to; defaults to the reporter")
+    agent_id: Id | None = Field(
+        default=None, description="the agent the op belongs to; defaults to the reporter"
+    )
     input_summary: str | None = None
     output_summary: str | None = None
     error: str | None = None

@@ -1,0 +1,166 @@
+"""Run Lambda handlers in this process, the way Lambda would.
+
+Each function's handler file is loaded by path under a module name of its own (so two functions
+with a ``handler.py`` never collide), with its layers' content directories and its code
+directory importable, and with its own environment variables applied while it loads (its cold
+start). Events and results pass through JSON, as they do in Lambda, so a handler that returns
+something Lambda could not serialize fails here too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from opslake_local.template import FunctionSpec, Template
+
+Handler = Callable[[dict[str, Any], Any], Any]
+_IMPORT_LOCK = threading.Lock()
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of Lambda's context object that handlers and Powertools use."""
+
+    function_name: str
+    memory_limit_in_mb: int
+    invoked_function_arn: str
+    timeout_s: int
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+    log_group_name: str = ""
+    log_stream_name: str = "local"
+    _deadline: float = field(default=0.0, repr=False)
+
+    def __post_init__(self) -> None:
+        self.log_group_name = self.log_group_name or f"/aws/lambda/{self.function_name}"
+        self._deadline = time.monotonic() + self.timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds left before the function's configured timeout."""
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+class FunctionError(Exception):
+    """The handler raised (Lambda reports ``Unhandled``); the cause is chained."""
+
+    def __init__(self, function: str, cause: BaseException) -> None:
+        super().__init__(f"{function} failed: {type(cause).__name__}: {cause}")
+        self.function = function
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Temporarily overlay environment variables (for a handler's cold start only)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _prepend_sys_path(paths: list[Path]) -> None:
+    """Make layer and code directories importable (like /opt/python and /var/task)."""
+    for path in reversed(paths):
+        text = str(path)
+        if text not in sys.path:
+            sys.path.insert(0, text)
+
+
+def reset_shared_caches() -> None:
+    """Forget settings cached by an earlier stack in this process: a new stack is a cold start."""
+    config = sys.modules.get("opslake.config")
+    get_settings = getattr(config, "get_settings", None)
+    if get_settings is not None and hasattr(get_settings, "cache_clear"):
+        get_settings.cache_clear()
+
+
+def load_handler(
+    spec: FunctionSpec, module_name: str, env_overrides: Mapping[str, str] | None = None
+) -> Handler:
+    """Import a function's handler file by path and return its handler callable; the function's
+    environment (plus local overrides, e.g. a quieter log level) is in place while it loads."""
+    path = spec.handler_file
+    if not path.is_file():
+        raise FileNotFoundError(f"{spec.logical_id}: handler file {path} does not exist")
+    with _IMPORT_LOCK, _environment({**spec.environment, **(env_overrides or {})}):
+        _prepend_sys_path([*spec.layer_dirs, spec.code_dir])
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module: ModuleType = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(module_name, None)
+            raise
+    handler = getattr(module, spec.attribute, None)
+    if not callable(handler):
+        raise AttributeError(f"{spec.logical_id}: {path} has no callable {spec.attribute!r}")
+    return handler
+
+
+class Invoker:
+    """Loads handlers lazily (first invocation = cold start) and invokes them."""
+
+    def __init__(self, template: Template, *, env_overrides: Mapping[str, str] | None = None) -> None:
+        self.template = template
+        self.env_overrides = dict(env_overrides or {})
+        self.functions = template.functions()
+        self._handlers: dict[str, Handler] = {}
+        self._token = uuid.uuid4().hex[:8]  # a new Invoker gets fresh modules: a new cold start
+        reset_shared_caches()
+
+    def handler(self, logical_id: str) -> Handler:
+        """The handler of a template function, imported on first use."""
+        if logical_id not in self.functions:
+            known = ", ".join(sorted(self.functions))
+            raise KeyError(f"no function {logical_id!r} in the template (known: {known})")
+        if logical_id not in self._handlers:
+            spec = self.functions[logical_id]
+            module_name = f"opslake_fn_{logical_id}_{self._token}"
+            self._handlers[logical_id] = load_handler(spec, module_name, self.env_overrides)
+        return self._handlers[logical_id]
+
+    def context(self, logical_id: str) -> LambdaContext:
+        """A fresh context for one invocation of ``logical_id``."""
+        spec = self.functions[logical_id]
+        name = str(self.template.ref(logical_id))
+        return LambdaContext(
+            function_name=name,
+            memory_limit_in_mb=spec.memory_mb,
+            invoked_function_arn=str(self.template.resolver.get_att(logical_id, "Arn")),
+            timeout_s=spec.timeout_s,
+        )
+
+    def invoke(self, logical_id: str, event: Mapping[str, Any]) -> Any:
+        """Invoke a function with a JSON-serializable event; returns its JSON-round-tripped result."""
+        handler = self.handler(logical_id)
+        payload = json.loads(json.dumps(event))
+        try:
+            result = handler(payload, self.context(logical_id))
+        except Exception as exc:
+            raise FunctionError(logical_id, exc) from exc
+        return json.loads(json.dumps(result))
+
+
+def invoke(template: Template, function_logical_id: str, event: Mapping[str, Any]) -> Any:
+    """One-shot convenience: load and invoke ``function_logical_id`` with ``event``."""
+    return Invoker(template).invoke(function_logical_id, event)

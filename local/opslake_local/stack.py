@@ -1,0 +1,325 @@
+"""The Docker-free local stack: a moto server provisioned from template.yaml.
+
+``LocalStack`` starts moto's threaded server on 127.0.0.1, points this process's boto3 at it
+(``AWS_ENDPOINT_URL``), and creates what the template declares: buckets (encryption, public
+access block, versioning, policy), queues with their redrive policies, the Glue database and
+tables, the Athena workgroup, and an API key bound to a usage plan. Handlers then run in this
+process with the same environment variables the template gives them in Lambda.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import boto3
+from moto.server import ThreadedMotoServer
+
+from opslake_local.invoke import Invoker, reset_shared_caches
+from opslake_local.template import Template, TemplateError, find_template
+
+log = logging.getLogger(__name__)
+
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+DEFAULT_KEY_NAME = "local-agent"
+# For demos and tests: handler errors only, no EMF metric lines on stdout.
+QUIET_ENV = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
+# Athena API Configuration keys that CloudFormation's WorkGroupConfiguration shares.
+_ATHENA_CONFIG_KEYS = (
+    "ResultConfiguration", "EnforceWorkGroupConfiguration", "PublishCloudWatchMetricsEnabled",
+    "BytesScannedCutoffPerQuery", "RequesterPaysEnabled",
+)  # fmt: skip
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1 (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _encryption_rules(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """CloudFormation's ServerSideEncryptionByDefault is the API's ApplyServerSideEncryptionByDefault."""
+    converted = []
+    for rule in rules:
+        rule = dict(rule)
+        if "ServerSideEncryptionByDefault" in rule:
+            rule["ApplyServerSideEncryptionByDefault"] = rule.pop("ServerSideEncryptionByDefault")
+        converted.append(rule)
+    return converted
+
+
+def _local_policy(document: dict[str, Any]) -> dict[str, Any]:
+    """The bucket policy minus statements keyed on ``aws:SecureTransport``: moto enforces bucket
+    policies, and the local endpoint is plain HTTP, so a TLS-only Deny would refuse everything."""
+    statements = document.get("Statement") or []
+    if isinstance(statements, dict):
+        statements = [statements]
+    kept = [s for s in statements if "aws:securetransport" not in json.dumps(s.get("Condition", {})).lower()]
+    if len(kept) < len(statements):
+        log.info("bucket policy: %d TLS-only statement(s) not applied locally", len(statements) - len(kept))
+    return {**document, "Statement": kept}
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API Gateway key in the local stack: send ``value`` as ``x-api-key``."""
+
+    id: str
+    name: str
+    value: str
+
+
+class LocalStack:
+    """moto server + resources from template.yaml; a context manager.
+
+    ``environment`` is what this process's environment holds while the stack runs (AWS
+    endpoint and credentials plus every function's template variables); ``stop()`` restores
+    the environment it found.
+    """
+
+    def __init__(
+        self,
+        template_path: Path | None = None,
+        *,
+        port: int | None = None,
+        parameters: Mapping[str, str] | None = None,
+        env_overrides: Mapping[str, str] | None = None,
+        key_name: str = DEFAULT_KEY_NAME,
+    ) -> None:
+        self.template = Template(template_path or find_template(), parameters=parameters)
+        self.port = port or free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.region = self.template.region
+        self.env_overrides = dict(env_overrides or {})
+        self.key_name = key_name
+        self.api_key: ApiKey | None = None
+        self.environment: dict[str, str] = {}
+        self._server: ThreadedMotoServer | None = None
+        self._saved_env: dict[str, str | None] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> LocalStack:
+        """Start moto, point boto3 at it and provision every resource the template declares."""
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        try:
+            self._apply_env(self._aws_env())
+            self.provision()
+            self._apply_env({**self.function_environment(), **self.env_overrides})
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop moto and restore the process environment as it was before ``start``."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env.clear()
+        reset_shared_caches()  # settings cached from this stack's environment must not outlive it
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- environment --------------------------------------------------------------------------
+    def _aws_env(self) -> dict[str, str]:
+        """What makes every boto3 client in this process talk to the moto server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_REGION": self.region,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            **LOCAL_CREDENTIALS,
+        }
+
+    def _apply_env(self, values: Mapping[str, str]) -> None:
+        """Set variables in os.environ, remembering the previous values for ``stop``."""
+        for name, value in values.items():
+            self._saved_env.setdefault(name, os.environ.get(name))
+            os.environ[name] = value
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+            if name in os.environ:
+                self._saved_env.setdefault(name, os.environ.pop(name))
+        self.environment.update(values)
+
+    def function_environment(self) -> dict[str, str]:
+        """Variables every function agrees on (Globals and identical values); per-function
+        differences such as POWERTOOLS_SERVICE_NAME are applied when each handler is loaded."""
+        envs = [spec.environment for spec in self.template.functions().values()]
+        if not envs:
+            return {}
+        shared = dict(envs[0])
+        for env in envs[1:]:
+            shared = {k: v for k, v in shared.items() if env.get(k) == v}
+        return shared
+
+    # -- provisioning -------------------------------------------------------------------------
+    def client(self, service: str) -> Any:
+        """A boto3 client for the moto server (explicit endpoint: works before env is set)."""
+        return boto3.client(  # type: ignore[call-overload]
+            service,
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def provision(self) -> None:
+        """Create every supported resource from the template, in dependency order."""
+        self._provision_buckets()
+        self._provision_queues()
+        self._provision_glue()
+        self._provision_athena()
+        self.api_key = self.create_api_key(self.key_name)
+
+    def _provision_buckets(self) -> None:
+        """Buckets with the encryption, public access block, versioning and policy declared."""
+        s3 = self.client("s3")
+        for logical_id, props in self.template.buckets().items():
+            name = self.template.ref(logical_id)
+            s3.create_bucket(Bucket=name)
+            encryption = props.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration")
+            if encryption:
+                s3.put_bucket_encryption(
+                    Bucket=name, ServerSideEncryptionConfiguration={"Rules": _encryption_rules(encryption)}
+                )
+            if "PublicAccessBlockConfiguration" in props:
+                s3.put_public_access_block(
+                    Bucket=name, PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"]
+                )
+            if "VersioningConfiguration" in props:
+                s3.put_bucket_versioning(
+                    Bucket=name, VersioningConfiguration=props["VersioningConfiguration"]
+                )
+        for logical_id in self.template.of_type("AWS::S3::BucketPolicy"):
+            try:
+                props = self.template.properties(logical_id)
+            except TemplateError as exc:  # e.g. a principal that only exists once deployed
+                log.warning("skipping %s locally: %s", logical_id, exc)
+                continue
+            policy = _local_policy(props["PolicyDocument"])
+            if policy["Statement"]:
+                s3.put_bucket_policy(Bucket=props["Bucket"], Policy=json.dumps(policy))
+
+    def _provision_queues(self) -> None:
+        """Queues with their attributes; a redrive policy points at the real DLQ ARN."""
+        sqs = self.client("sqs")
+        arns: dict[str, str] = {}
+        for queue in self.template.queues():
+            attributes = dict(queue.attributes)
+            if queue.dead_letter_queue:
+                attributes["RedrivePolicy"] = json.dumps(
+                    {
+                        "deadLetterTargetArn": arns[queue.dead_letter_queue],
+                        "maxReceiveCount": queue.max_receive_count,
+                    }
+                )
+            url = sqs.create_queue(QueueName=queue.name, Attributes=attributes)["QueueUrl"]
+            arns[queue.logical_id] = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+                "Attributes"
+            ]["QueueArn"]
+            self.template.set_queue_url(queue.logical_id, url)
+
+    def _provision_glue(self) -> None:
+        """The Glue databases and every AWS::Glue::Table with its full TableInput."""
+        glue = self.client("glue")
+        for database_input in self.template.glue_databases().values():
+            glue.create_database(DatabaseInput=database_input)
+        for database, table_input in self.template.glue_tables().values():
+            glue.create_table(DatabaseName=database, TableInput=table_input)
+
+    def _provision_athena(self) -> None:
+        """Athena workgroups (moto keeps the configuration; the local engine does the querying)."""
+        athena = self.client("athena")
+        for props in self.template.athena_workgroups().values():
+            config = props.get("WorkGroupConfiguration") or {}
+            athena.create_work_group(
+                Name=props["Name"],
+                Configuration={k: config[k] for k in _ATHENA_CONFIG_KEYS if k in config},
+                Description=props.get("Description", ""),
+            )
+
+    def create_api_key(self, name: str) -> ApiKey:
+        """A new enabled API key bound to a usage plan of every template API (like an agent's)."""
+        apigateway = self.client("apigateway")
+        value = secrets.token_urlsafe(30)[:40]
+        key = apigateway.create_api_key(name=name, enabled=True, value=value)
+        plan = apigateway.create_usage_plan(name=f"{name}-plan", **self._usage_plan_limits())
+        apigateway.create_usage_plan_key(usagePlanId=plan["id"], keyId=key["id"], keyType="API_KEY")
+        return ApiKey(id=key["id"], name=name, value=value)
+
+    def _usage_plan_limits(self) -> dict[str, Any]:
+        """Throttle/quota from the first template API that declares a usage plan (not enforced)."""
+        for api_id in self.template.of_type("AWS::Serverless::Api"):
+            plan = self.template.api_usage_plan(api_id)
+            limits: dict[str, Any] = {}
+            if "Throttle" in plan:
+                throttle = plan["Throttle"]
+                limits["throttle"] = {
+                    "burstLimit": int(throttle.get("BurstLimit", 0)),
+                    "rateLimit": float(throttle.get("RateLimit", 0)),
+                }
+            if "Quota" in plan:
+                quota = plan["Quota"]
+                limits["quota"] = {
+                    "limit": int(quota.get("Limit", 0)),
+                    "period": str(quota.get("Period", "DAY")),
+                }
+            if limits:
+                return limits
+        return {}
+
+    # -- convenience --------------------------------------------------------------------------
+    def invoker(self) -> Invoker:
+        """An invoker for this stack's functions (a fresh one is a fresh cold start)."""
+        return Invoker(self.template, env_overrides=self.env_overrides)
+
+    @property
+    def bucket(self) -> str:
+        """The lake bucket: the one the functions' OPSLAKE_LAKE_BUCKET names."""
+        name = self.environment.get("OPSLAKE_LAKE_BUCKET")
+        if name:
+            return name
+        buckets = list(self.template.buckets())
+        if not buckets:
+            raise TemplateError("the template declares no bucket")
+        return str(self.template.ref(buckets[0]))
+
+    def queue_url(self, logical_id: str) -> str:
+        """The local URL of a template queue."""
+        return str(self.template.ref(logical_id))
+
+    def describe(self) -> dict[str, Any]:
+        """What later commands and humans need to find this stack."""
+        return {
+            "moto_endpoint": self.endpoint,
+            "region": self.region,
+            "template": str(self.template.path),
+            "bucket": self.bucket,
+            "queues": {q.logical_id: self.queue_url(q.logical_id) for q in self.template.queues()},
+            "api_key": self.api_key.value if self.api_key else None,
+            "api_key_name": self.api_key.name if self.api_key else None,
+            "environment": {k: v for k, v in self.environment.items() if not k.startswith("AWS_SECRET")},
+        }
