@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from functools import lru_cache
 
 import boto3
@@ -42,10 +43,17 @@ def to_message(record: SQSRecord) -> QueueMessage:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
-    with processor(records=event["Records"], handler=to_message):
-        outcomes = processor.process()
-    messages = [result for status, result, _ in outcomes if status == "success"]
-    report = _writer().write_batch(messages)
+    # A 10,000-record event is ~10^5 live objects; the cyclic collector would traverse them again
+    # and again while the batch allocates (about a third of the handler's time in bench/). Nothing
+    # here makes cycles, so collection is paused for the batch and resumes right after.
+    gc.disable()
+    try:
+        with processor(records=event["Records"], handler=to_message):
+            outcomes = processor.process()
+        messages = [result for status, result, _ in outcomes if status == "success"]
+        report = _writer().write_batch(messages)
+    finally:
+        gc.enable()
 
     metrics.add_metric(name="RecordsWritten", unit=MetricUnit.Count, value=report.records_written)
     metrics.add_metric(name="RejectsWritten", unit=MetricUnit.Count, value=report.rejects_written)

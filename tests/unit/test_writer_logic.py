@@ -27,7 +27,9 @@ def op_body(op_id: str, **fields: object) -> str:
     return OpInput.model_validate(raw).to_queued(reporter_id="rt", received_at=T0).to_message()
 
 
-def message(op_id: str, sent_at: datetime = T0, message_id: str | None = None, **fields: object) -> QueueMessage:
+def message(
+    op_id: str, sent_at: datetime = T0, message_id: str | None = None, **fields: object
+) -> QueueMessage:
     return QueueMessage(message_id or f"m-{op_id}", op_body(op_id, **fields), millis(sent_at))
 
 

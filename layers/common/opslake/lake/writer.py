@@ -1,7 +1,9 @@
 """The lake writer's logic: a batch of queue messages in, Parquet objects and rejects out.
 
-* Each message is parsed on its own. A message that can never be written (not JSON, not an op)
-  is a *reject*: it goes to ``rejects/dt=…/`` with its reason and is not retried.
+* A batch is first decoded at once in Arrow (:mod:`opslake.lake.fastpath`); when that path
+  cannot vouch for every message, each message is parsed on its own. A message that can never be
+  written (not JSON, not an op) is a *reject*: it goes to ``rejects/dt=…/`` with its reason and
+  is not retried. Both paths write the same rows, objects and report.
 * Valid ops are deduplicated on ``op_id`` (earliest ``ingested_at`` wins), grouped by partition
   (``dt``/``hour`` of ``ingested_at``) and written as one zstd Parquet object per partition, named
   from the batch's message ids so that a redelivered batch overwrites its object.
@@ -16,13 +18,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import ValidationError
 
 from opslake.errors import LakeWriteError
 from opslake.lake.catalog import Catalog
-from opslake.lake.layout import ops_object_key, partition_of_millis, rejects_object_key
+from opslake.lake.fastpath import decode_batch
+from opslake.lake.layout import MILLIS_PER_HOUR, ops_object_key, partition_of_millis, rejects_object_key
 from opslake.lake.parquet import ops_table, to_parquet_bytes
+from opslake.lake.schema import OPS_SCHEMA
 from opslake.lake.store import ObjectStore
 from opslake.models.ops import QueuedOp
 from opslake.observability import logger
@@ -113,50 +120,152 @@ def dedupe(parsed: Sequence[ParsedOp]) -> tuple[list[ParsedOp], dict[str, str]]:
     return sorted(best.values(), key=lambda p: (p.ingested_ms, p.message_id)), merged_into
 
 
+@dataclass(frozen=True)
+class _Partition:
+    """The kept ops of one (dt, hour) partition, as rows in the lake's order, ready to write."""
+
+    dt: str
+    hour: str
+    message_ids: list[str]
+    table: pa.Table
+
+
+def _slow_partitions(parsed: Sequence[ParsedOp]) -> tuple[list[_Partition], dict[str, str]]:
+    """Dedupe and partition ops validated one by one (see :func:`dedupe`)."""
+    kept, merged_into = dedupe(parsed)
+    by_partition: dict[tuple[str, str], list[ParsedOp]] = defaultdict(list)
+    for item in kept:
+        by_partition[partition_of_millis(item.ingested_ms)].append(item)
+    partitions = [
+        _Partition(
+            dt,
+            hour,
+            [item.message_id for item in items],
+            ops_table([item.op for item in items], [item.ingested_ms for item in items]),
+        )
+        for (dt, hour), items in by_partition.items()
+    ]
+    return partitions, merged_into
+
+
+def _dedupe_rows(
+    op_ids: pa.Array, ingested_ms: pa.Array, message_ids: pa.Array
+) -> tuple[pa.Array, dict[str, str]]:
+    """The rows to keep, in the lake's order, and for each dropped duplicate the message id it
+    collapsed into: the same rule as :func:`dedupe` (earliest ingested_ms, then smallest message
+    id; Arrow orders strings by UTF-8 bytes, which is Python's code point order)."""
+    rows = pa.table({"op_id": op_ids, "ingested_ms": ingested_ms, "message_id": message_ids})
+    by_op = pc.sort_indices(rows, sort_keys=[(name, "ascending") for name in rows.column_names])
+    sorted_ops = pc.take(op_ids, by_op)
+    first_of_op = pa.concat_arrays(
+        [pa.array([True]), pc.not_equal(sorted_ops.slice(1), sorted_ops.slice(0, len(sorted_ops) - 1))]
+    )
+    keep = pc.filter(by_op, first_of_op)
+    merged_into: dict[str, str] = {}
+    if len(keep) < len(by_op):  # rare: walk the duplicates in Python
+        kept_message_id = ""
+        for is_first, row in zip(first_of_op.to_pylist(), by_op.to_pylist(), strict=True):
+            message_id = message_ids[row].as_py()
+            if is_first:
+                kept_message_id = message_id
+            else:
+                merged_into[message_id] = kept_message_id
+    kept = rows.take(keep)
+    in_lake_order = pc.sort_indices(
+        kept, sort_keys=[("ingested_ms", "ascending"), ("message_id", "ascending")]
+    )
+    return pc.take(keep, in_lake_order), merged_into
+
+
+def _fast_partitions(
+    messages: Sequence[QueueMessage], queued: pa.Table
+) -> tuple[list[_Partition], dict[str, str]]:
+    """Dedupe and partition a batch decoded by :func:`decode_batch` (row i is message i).
+
+    Rows are in (ingested_ms, message id) order, so each partition is one contiguous run.
+    """
+    ingested_ms = pa.array([m.sent_ms for m in messages], pa.int64())
+    message_ids = pa.array([m.message_id for m in messages], pa.string())
+    keep, merged_into = _dedupe_rows(queued.column("op_id").combine_chunks(), ingested_ms, message_ids)
+    # The usual case (no duplicates, delivered in order) needs no copy.
+    in_order = keep.equals(pa.array(range(len(messages)), keep.type))
+    kept = queued if in_order else queued.take(keep)
+    kept_ms = pc.take(ingested_ms, keep)
+    table = kept.add_column(
+        OPS_SCHEMA.get_field_index("ingested_at"),
+        OPS_SCHEMA.field("ingested_at"),
+        kept_ms.cast(OPS_SCHEMA.field("ingested_at").type),
+    )
+    kept_ids = pc.take(message_ids, keep).to_pylist()
+    partitions: list[_Partition] = []
+    start = 0
+    for hour_bucket, run in groupby(kept_ms.to_pylist(), key=lambda ms: ms // MILLIS_PER_HOUR):
+        length = sum(1 for _ in run)
+        dt, hour = partition_of_millis(hour_bucket * MILLIS_PER_HOUR)
+        partitions.append(_Partition(dt, hour, kept_ids[start : start + length], table.slice(start, length)))
+        start += length
+    return partitions, merged_into
+
+
 class LakeWriter:
     """Writes batches of queue messages into the ``ops`` table and ``rejects/``."""
 
-    def __init__(self, store: ObjectStore, catalog: Catalog, *, ops_prefix: str, rejects_prefix: str) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        catalog: Catalog,
+        *,
+        ops_prefix: str,
+        rejects_prefix: str,
+        fast_path: bool = True,
+    ) -> None:
         self._store = store
         self._catalog = catalog
         self._ops_prefix = ops_prefix
         self._rejects_prefix = rejects_prefix
+        self._fast_path = fast_path
 
     def write_batch(self, messages: Sequence[QueueMessage]) -> WriteReport:
-        report = WriteReport()
-        parsed: list[ParsedOp] = []
+        """Write a batch: decoded at once in Arrow when :func:`decode_batch` vouches for every
+        message, else validated message by message (which also sorts out the rejects)."""
+        decoded = self._decode(messages)
         rejects: list[Reject] = []
-        for message in messages:
-            result = parse_message(message)
-            (parsed if isinstance(result, ParsedOp) else rejects).append(result)  # type: ignore[arg-type]
+        if decoded is not None:
+            partitions, merged_into = _fast_partitions(messages, decoded)
+        else:
+            parsed: list[ParsedOp] = []
+            for message in messages:
+                result = parse_message(message)
+                (parsed if isinstance(result, ParsedOp) else rejects).append(result)  # type: ignore[arg-type]
+            partitions, merged_into = _slow_partitions(parsed)
 
-        kept, merged_into = dedupe(parsed)
-        report.duplicates_dropped = len(merged_into)
-        by_partition: dict[tuple[str, str], list[ParsedOp]] = defaultdict(list)
-        for item in kept:
-            by_partition[partition_of_millis(item.ingested_ms)].append(item)
-
+        report = WriteReport(duplicates_dropped=len(merged_into))
         failed: set[str] = set()
-        for (dt, hour), items in sorted(by_partition.items()):
-            message_ids = [item.message_id for item in items]
-            key = ops_object_key(self._ops_prefix, dt, hour, message_ids)
-            try:
-                self._catalog.ensure_partitions([(dt, hour)])
-                data = to_parquet_bytes(
-                    ops_table([item.op for item in items], [item.ingested_ms for item in items])
-                )
-                self._put(key, data, "application/vnd.apache.parquet")
-            except LakeWriteError as exc:
-                logger.warning("partition write failed; its messages will be retried", key=key, error=str(exc))
-                failed.update(message_ids)
-                continue
-            report.objects_written.append(key)
-            report.records_written += len(items)
-
+        for partition in sorted(partitions, key=lambda p: (p.dt, p.hour)):
+            self._write_partition(partition, report, failed)
         self._write_rejects(rejects, report, failed)
         failed.update(dropped for dropped, kept_id in merged_into.items() if kept_id in failed)
         report.failed_message_ids = sorted(failed)
         return report
+
+    def _decode(self, messages: Sequence[QueueMessage]) -> pa.Table | None:
+        """The fast path's table, or ``None`` (disabled, declined, or message ids not unique,
+        which SQS guarantees but the per-record dedupe would treat in its own way)."""
+        if not self._fast_path or len({m.message_id for m in messages}) != len(messages):
+            return None
+        return decode_batch([m.body for m in messages])
+
+    def _write_partition(self, partition: _Partition, report: WriteReport, failed: set[str]) -> None:
+        key = ops_object_key(self._ops_prefix, partition.dt, partition.hour, partition.message_ids)
+        try:
+            self._catalog.ensure_partitions([(partition.dt, partition.hour)])
+            self._put(key, to_parquet_bytes(partition.table), "application/vnd.apache.parquet")
+        except LakeWriteError as exc:
+            logger.warning("partition write failed; its messages will be retried", key=key, error=str(exc))
+            failed.update(partition.message_ids)
+            return
+        report.objects_written.append(key)
+        report.records_written += partition.table.num_rows
 
     def _write_rejects(self, rejects: list[Reject], report: WriteReport, failed: set[str]) -> None:
         by_day: dict[str, list[Reject]] = defaultdict(list)
@@ -168,11 +277,15 @@ class LakeWriter:
             try:
                 self._put(key, data, "application/x-ndjson")
             except LakeWriteError as exc:
-                logger.warning("rejects write failed; those messages will be retried", key=key, error=str(exc))
+                logger.warning(
+                    "rejects write failed; those messages will be retried", key=key, error=str(exc)
+                )
                 failed.update(r.message_id for r in items)
                 continue
             for reject in items:
-                logger.warning("op record rejected", message_id=reject.message_id, reason=reject.reason, key=key)
+                logger.warning(
+                    "op record rejected", message_id=reject.message_id, reason=reject.reason, key=key
+                )
             report.rejects_written += len(items)
 
     def _put(self, key: str, data: bytes, content_type: str) -> None:
