@@ -56,8 +56,10 @@ def _construct(tag_name: str) -> Callable[[yaml.SafeLoader, yaml.Node], dict[str
                 value = value.split(".", 1)  # !GetAtt A.B  ==  Fn::GetAtt: [A, B]
         elif isinstance(node, yaml.SequenceNode):
             value = loader.construct_sequence(node, deep=True)
-        else:
+        elif isinstance(node, yaml.MappingNode):
             value = loader.construct_mapping(node, deep=True)
+        else:
+            raise yaml.constructor.ConstructorError(None, None, f"unexpected node for !{tag_name}", node.start_mark)
         return {key: value}
 
     return construct

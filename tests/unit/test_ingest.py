@@ -136,3 +136,10 @@ def test_any_json_is_accepted_or_rejected_with_a_message_never_an_exception(valu
         return
     assert len(result.accepted) == len(queue.messages) >= 1
     assert all(r.message for r in result.rejected)
+
+
+def test_lone_surrogates_are_rejected_per_field_not_crashing() -> None:
+    body = '{"ops": [{"endpoint": "/x", "success": true, "duration_ms": 1, "error": "bad \\ud800"}, %s]}'
+    result = run(body % json.dumps(GOOD))
+    assert len(result.accepted) == 1
+    assert result.rejected[0].index == 0 and result.rejected[0].errors[0]["field"] == "error"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,6 +36,11 @@ class Settings(BaseModel):
         default=True, description="look up API key names in API Gateway (else the key id is the identity)"
     )
     stage: str = Field(default="dev")
+    query_engine: Literal["athena", "embedded"] = Field(
+        default="athena", description="athena on AWS; embedded (DuckDB over the lake, local stack only)"
+    )
+    athena_workgroup: str = Field(default="", description="Athena workgroup (enforces result location, cutoff)")
+    query_timeout_s: float = Field(default=60.0, gt=0, le=900, description="longest a query may run")
 
     def require(self, *names: str) -> None:
         """Fail loudly when a function starts without a setting it cannot work without."""

@@ -1,0 +1,25 @@
+"""Query the lake: the QueryEngine interface, the Athena engine, the embedded (DuckDB) engine.
+
+Only :mod:`opslake.query.base` and the Athena engine are meant for Lambda; the embedded engine
+needs the ``local`` extra (duckdb, sqlglot, pyarrow) and is imported only when configured.
+"""
+
+from opslake.query.base import (
+    Column,
+    QueryEngine,
+    QueryError,
+    QueryFailedError,
+    QueryResult,
+    QueryTimeoutError,
+    UnsupportedSqlError,
+)
+
+__all__ = [
+    "Column",
+    "QueryEngine",
+    "QueryError",
+    "QueryFailedError",
+    "QueryResult",
+    "QueryTimeoutError",
+    "UnsupportedSqlError",
+]
