@@ -59,7 +59,9 @@ def _construct(tag_name: str) -> Callable[[yaml.SafeLoader, yaml.Node], dict[str
         elif isinstance(node, yaml.MappingNode):
             value = loader.construct_mapping(node, deep=True)
         else:
-            raise yaml.constructor.ConstructorError(None, None, f"unexpected node for !{tag_name}", node.start_mark)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"unexpected node for !{tag_name}", node.start_mark
+            )
         return {key: value}
 
     return construct

@@ -39,7 +39,9 @@ class Settings(BaseModel):
     query_engine: Literal["athena", "embedded"] = Field(
         default="athena", description="athena on AWS; embedded (DuckDB over the lake, local stack only)"
     )
-    athena_workgroup: str = Field(default="", description="Athena workgroup (enforces result location, cutoff)")
+    athena_workgroup: str = Field(
+        default="", description="Athena workgroup (enforces result location, cutoff)"
+    )
     query_timeout_s: float = Field(default=60.0, gt=0, le=900, description="longest a query may run")
 
     def require(self, *names: str) -> None:
