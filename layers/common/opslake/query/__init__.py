@@ -4,6 +4,7 @@ Only :mod:`opslake.query.base` and the Athena engine are meant for Lambda; the e
 needs the ``local`` extra (duckdb, sqlglot, pyarrow) and is imported only when configured.
 """
 
+from opslake.query.athena import AthenaEngine
 from opslake.query.base import (
     Column,
     QueryEngine,
@@ -13,8 +14,10 @@ from opslake.query.base import (
     QueryTimeoutError,
     UnsupportedSqlError,
 )
+from opslake.query.factory import create_engine
 
 __all__ = [
+    "AthenaEngine",
     "Column",
     "QueryEngine",
     "QueryError",
@@ -22,4 +25,5 @@ __all__ = [
     "QueryResult",
     "QueryTimeoutError",
     "UnsupportedSqlError",
+    "create_engine",
 ]

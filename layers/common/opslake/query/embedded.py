@@ -1,0 +1,331 @@
+"""The embedded engine: Athena SQL on DuckDB over the lake, tables resolved through Glue.
+
+DuckDB's httpfs cannot be installed offline, so Parquet objects are read through a pyarrow
+filesystem (S3 on AWS or moto, local files in benchmarks): each table becomes a pyarrow
+dataset over the files of the Glue partitions the query's ``dt``/``hour`` predicates keep,
+with the Glue columns as its schema (partition keys stay strings) and each partition's values
+as constant columns. DuckDB scans those datasets lazily (projection and filter pushdown).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from opslake.query.base import (
+    Column,
+    QueryEngine,
+    QueryFailedError,
+    QueryResult,
+    QueryTimeoutError,
+)
+from opslake.query.dialect import TableRef, TranspiledQuery, to_duckdb
+
+if TYPE_CHECKING:
+    from opslake.config import Settings
+
+_GLUE_SIMPLE_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "varchar": pa.string(),
+    "char": pa.string(),
+    "boolean": pa.bool_(),
+    "tinyint": pa.int8(),
+    "smallint": pa.int16(),
+    "int": pa.int32(),
+    "integer": pa.int32(),
+    "bigint": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("ms"),  # Athena's timestamp has no zone; the writer's values are UTC
+    "binary": pa.binary(),
+}
+
+
+def _split_top(text: str) -> list[str]:
+    """Split ``a, map<b,c>, d`` on top-level commas."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def arrow_type(glue_type: str) -> pa.DataType:
+    """The Arrow type of a Glue (Hive DDL) column type."""
+    text = glue_type.strip().lower()
+    if text in _GLUE_SIMPLE_TYPES:
+        return _GLUE_SIMPLE_TYPES[text]
+    if match := re.fullmatch(r"(?:var)?char\(\d+\)", text):
+        return pa.string()
+    if match := re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", text):
+        return pa.decimal128(int(match[1]), int(match[2]))
+    if text.startswith("array<") and text.endswith(">"):
+        return pa.list_(arrow_type(text[6:-1]))
+    if text.startswith("map<") and text.endswith(">"):
+        key, value = _split_top(text[4:-1])
+        return pa.map_(arrow_type(key), arrow_type(value))
+    if text.startswith("struct<") and text.endswith(">"):
+        fields = [part.split(":", 1) for part in _split_top(text[7:-1])]
+        return pa.struct([(name.strip(), arrow_type(kind)) for name, kind in fields])
+    raise QueryFailedError(f"NOT_SUPPORTED: Glue column type {glue_type!r} is not supported locally")
+
+
+_DUCKDB_SIMPLE_TYPES = {
+    "VARCHAR": "varchar",
+    "BIGINT": "bigint",
+    "HUGEINT": "bigint",  # DuckDB sums integers into HUGEINT; Athena's sum is bigint
+    "UBIGINT": "bigint",
+    "INTEGER": "integer",
+    "UINTEGER": "bigint",
+    "SMALLINT": "smallint",
+    "TINYINT": "tinyint",
+    "DOUBLE": "double",
+    "FLOAT": "real",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIME": "time",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP_S": "timestamp",
+    "TIMESTAMP_MS": "timestamp",
+    "TIMESTAMP_NS": "timestamp",
+    "TIMESTAMP WITH TIME ZONE": "timestamp with time zone",
+    "INTERVAL": "interval day to second",
+    "BLOB": "varbinary",
+    "UUID": "uuid",
+    "JSON": "json",
+    '"NULL"': "unknown",
+    "NULL": "unknown",
+}
+
+
+def athena_type(duckdb_type: str) -> str:
+    """Athena's name for a DuckDB result type (``VARCHAR[]`` → ``array(varchar)``)."""
+    text = duckdb_type.strip()
+    if text in _DUCKDB_SIMPLE_TYPES:
+        return _DUCKDB_SIMPLE_TYPES[text]
+    if text.endswith("[]"):
+        return f"array({athena_type(text[:-2])})"
+    if match := re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", text):
+        return f"decimal({match[1]},{match[2]})"
+    if text.startswith("MAP(") and text.endswith(")"):
+        key, value = _split_top(text[4:-1])
+        return f"map({athena_type(key)}, {athena_type(value)})"
+    if text.startswith("STRUCT(") and text.endswith(")"):
+        fields = []
+        for part in _split_top(text[7:-1]):
+            name, _, kind = part.partition(" ")
+            fields.append(f"{name.strip(chr(34))} {athena_type(kind)}")
+        return f"row({', '.join(fields)})"
+    return text.lower()
+
+
+def _python(value: Any, kind: str) -> Any:
+    if kind == "bigint" and isinstance(value, Decimal):
+        return int(value)
+    return value
+
+
+@dataclass
+class _Loaded:
+    dataset: ds.Dataset
+    files: list[tuple[str, int]]
+
+
+class EmbeddedEngine(QueryEngine):
+    """Runs Athena SQL in-process: Glue for the catalog, pyarrow for the files, DuckDB for SQL."""
+
+    name = "embedded"
+
+    def __init__(self, glue_client: Any, filesystem: pafs.FileSystem, *, database: str) -> None:
+        self._glue = glue_client
+        self._fs = filesystem
+        self.database = database
+
+    @classmethod
+    def from_settings(cls, settings: Settings, glue_client: Any = None) -> EmbeddedEngine:
+        """An engine for the process's AWS configuration (honours ``AWS_ENDPOINT_URL``, as boto3 does)."""
+        import boto3
+
+        session = boto3.session.Session()
+        glue = glue_client or session.client("glue")
+        endpoint = session.client("s3").meta.endpoint_url  # boto3 resolves AWS_ENDPOINT_URL[_S3]
+        credentials = session.get_credentials()
+        frozen = credentials.get_frozen_credentials() if credentials is not None else None
+        options: dict[str, Any] = {"region": session.region_name or "us-east-1"}
+        if frozen is not None:
+            options.update(access_key=frozen.access_key, secret_key=frozen.secret_key)
+            if frozen.token:
+                options["session_token"] = frozen.token
+        parsed = urlparse(endpoint or "")
+        if parsed.hostname and not parsed.hostname.endswith("amazonaws.com"):
+            options["endpoint_override"] = parsed.netloc
+            options["scheme"] = parsed.scheme or "https"
+        return cls(glue, pafs.S3FileSystem(**options), database=settings.glue_database)
+
+    # -- catalog -------------------------------------------------------------------------------
+    def _table(self, ref: TableRef) -> dict[str, Any]:
+        database = ref.database or self.database
+        try:
+            return dict(self._glue.get_table(DatabaseName=database, Name=ref.name)["Table"])
+        except self._glue.exceptions.EntityNotFoundException:
+            raise QueryFailedError(
+                f"TABLE_NOT_FOUND: Table 'awsdatacatalog.{database}.{ref.name}' does not exist"
+            ) from None
+
+    def _partitions(self, ref: TableRef) -> list[dict[str, Any]]:
+        paginator = self._glue.get_paginator("get_partitions")
+        pages = paginator.paginate(DatabaseName=ref.database or self.database, TableName=ref.name)
+        return [partition for page in pages for partition in page.get("Partitions", [])]
+
+    def _path(self, location: str) -> str:
+        """A filesystem path for a Glue location (``s3://b/k`` → ``b/k`` for pyarrow's S3)."""
+        parsed = urlparse(location)
+        if parsed.scheme in ("s3", "s3a", "s3n"):
+            return f"{parsed.netloc}{parsed.path}".rstrip("/")
+        return location.rstrip("/")
+
+    def _files(self, location: str) -> list[tuple[str, int]]:
+        selector = pafs.FileSelector(self._path(location), recursive=True, allow_not_found=True)
+        files = []
+        for info in self._fs.get_file_info(selector):
+            base = info.base_name
+            if info.type == pafs.FileType.File and info.size and not base.startswith(("_", ".")):
+                files.append((info.path, int(info.size)))
+        return files
+
+    def _load(self, ref: TableRef, query: TranspiledQuery) -> _Loaded:
+        table = self._table(ref)
+        keys = [k["Name"].lower() for k in table.get("PartitionKeys", [])]
+        columns = table["StorageDescriptor"].get("Columns", [])
+        schema = pa.schema(
+            [(c["Name"].lower(), arrow_type(c["Type"])) for c in columns]
+            + [
+                (k["Name"].lower(), arrow_type(k.get("Type", "string")))
+                for k in table.get("PartitionKeys", [])
+            ]
+        )
+        paths: list[str] = []
+        expressions: list[pc.Expression] = []
+        files: list[tuple[str, int]] = []
+        if keys:
+            for partition in self._partitions(ref):
+                values = dict(zip(keys, partition["Values"], strict=True))
+                if not query.keeps(ref, values):
+                    continue
+                found = self._files(partition["StorageDescriptor"]["Location"])
+                expression = pc.scalar(True)
+                for key, value in values.items():
+                    expression = expression & (pc.field(key) == pa.scalar(value, schema.field(key).type))
+                paths += [path for path, _ in found]
+                expressions += [expression] * len(found)
+                files += found
+        else:
+            files = self._files(table["StorageDescriptor"]["Location"])
+            paths = [path for path, _ in files]
+            expressions = [pc.scalar(True)] * len(paths)
+        dataset = ds.FileSystemDataset.from_paths(
+            paths, schema=schema, format=ds.ParquetFileFormat(), filesystem=self._fs, partitions=expressions
+        )
+        return _Loaded(dataset, files)
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
+        query_id = str(uuid.uuid4())
+        query = to_duckdb(sql)
+        con = duckdb.connect(":memory:")
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            files: list[tuple[str, int]] = []
+            for i, ref in enumerate(query.tables):
+                loaded = self._load(ref, query)
+                files += loaded.files
+                arrow_name = f"__opslake_arrow_{i}"
+                con.register(arrow_name, loaded.dataset)
+                target = f'"{ref.name}"'
+                if ref.database:
+                    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{ref.database}"')
+                    target = f'"{ref.database}".{target}'
+                con.execute(f'CREATE OR REPLACE VIEW {target} AS SELECT * FROM "{arrow_name}"')
+            result = self._execute(con, query.sql, timeout_s, query_id)
+            return QueryResult(
+                columns=result[0],
+                rows=result[1],
+                engine=self.name,
+                query_id=query_id,
+                bytes_scanned=sum(size for _, size in files),
+                files_read=sorted(path for path, _ in files),
+            )
+        finally:
+            con.close()
+
+    def _execute(
+        self, con: duckdb.DuckDBPyConnection, sql: str, timeout_s: float, query_id: str
+    ) -> tuple[list[Column], list[tuple[Any, ...]]]:
+        timed_out = threading.Event()
+
+        def interrupt() -> None:
+            timed_out.set()
+            con.interrupt()
+
+        timer = threading.Timer(timeout_s, interrupt)
+        timer.start()
+        try:
+            relation = con.sql(sql)
+            if relation is None:
+                raise QueryFailedError("NOT_SUPPORTED: the statement returned no result", query_id=query_id)
+            columns = [
+                Column(name, athena_type(str(kind)))
+                for name, kind in zip(relation.columns, relation.types, strict=True)
+            ]
+            table = relation.to_arrow_table()
+        except duckdb.Error as exc:
+            if timed_out.is_set():
+                raise QueryTimeoutError(
+                    f"Query exhausted its time limit of {timeout_s:g} s and was cancelled", query_id=query_id
+                ) from exc
+            raise QueryFailedError(athena_message(exc), query_id=query_id) from exc
+        finally:
+            timer.cancel()
+        values = [
+            [_python(v, column.type) for v in table.column(i).to_pylist()] for i, column in enumerate(columns)
+        ]
+        return columns, list(zip(*values, strict=True)) if values else []
+
+
+def athena_message(exc: Exception) -> str:
+    """A DuckDB error in Athena's words where there is a close equivalent."""
+    text = str(exc)
+    first = text.split("\n", 1)[0]
+    if match := re.search(r'Referenced column "([^"]+)" not found', text):
+        return f"COLUMN_NOT_FOUND: Column '{match[1]}' cannot be resolved"
+    if match := re.search(r"Table with name (\S+) does not exist", text):
+        return f"TABLE_NOT_FOUND: Table '{match[1]}' does not exist"
+    if match := re.search(r"Function with name (\S+) does not exist", text):
+        return f"FUNCTION_NOT_FOUND: Function '{match[1]}' not registered"
+    if match := re.search(r'column "([^"]+)" must appear in the GROUP BY clause', text):
+        return f"EXPRESSION_NOT_AGGREGATE: '{match[1]}' must be an aggregate expression or appear in GROUP BY clause"
+    if isinstance(exc, duckdb.ParserException):
+        return f"SYNTAX_ERROR: {first.removeprefix('Parser Error: ')}"
+    if "Division by zero" in text:
+        return "DIVISION_BY_ZERO: Division by zero"
+    if match := re.search(r"(INVALID_CAST_ARGUMENT: .*)", text):
+        return match[1]
+    return re.sub(r"^[A-Za-z ]+ Error: ", "", first)

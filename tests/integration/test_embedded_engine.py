@@ -1,0 +1,216 @@
+"""The embedded engine against a moto LocalStack: a lake written by the real writer code
+(ops_table/to_parquet_bytes + GlueCatalog), queried in Athena SQL, checked against Python."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from opslake.config import load_settings
+from opslake.lake.catalog import GlueCatalog
+from opslake.lake.layout import ops_object_key, partition_of_millis
+from opslake.lake.parquet import ops_table, to_parquet_bytes
+from opslake.models.ops import QueuedOp
+from opslake.query.base import QueryFailedError
+from opslake.query.embedded import EmbeddedEngine
+from opslake_local.stack import QUIET_ENV, LocalStack
+
+pytestmark = pytest.mark.integration
+
+ENDPOINTS = ["tool:query_db", "tool:search", "/sql", "tool:fetch", "scenario:fill"]
+CITIES = ["paris", "lima", "oslo", None]
+START = datetime(2026, 3, 1, 21, tzinfo=UTC)  # 21:00 → 02:00 spans two days
+HOURS = 5
+PER_HOUR = 600
+
+
+@dataclass
+class Op:
+    op: QueuedOp
+    ingested_ms: int
+    dt: str
+    hour: str
+
+
+@dataclass
+class Lake:
+    stack: LocalStack
+    engine: EmbeddedEngine
+    ops: list[Op]
+    keys: dict[tuple[str, str], list[str]]
+
+
+def _generate() -> list[Op]:
+    rng = random.Random(7)
+    ops = []
+    for h in range(HOURS):
+        for i in range(PER_HOUR):
+            ts = START + timedelta(hours=h, seconds=rng.randrange(3600))
+            endpoint = rng.choice(ENDPOINTS)
+            city = rng.choice(CITIES)
+            op = QueuedOp(
+                op_id=f"op-{h}-{i}",
+                ts=ts,
+                endpoint=endpoint,
+                source="event",
+                agent_id=f"agent-{i % 3}",
+                reporter_id="local-agent",
+                success=rng.random() > 0.2 + 0.1 * ENDPOINTS.index(endpoint),
+                duration_ms=round(rng.expovariate(1 / (50 + 40 * ENDPOINTS.index(endpoint))), 3),
+                attributes={"city": city} if city else {},
+            )
+            ingested_ms = int((ts + timedelta(milliseconds=rng.randrange(500))).timestamp() * 1000)
+            ingested_ms = min(ingested_ms, int((START + timedelta(hours=h + 1)).timestamp() * 1000) - 1)
+            dt, hour = partition_of_millis(ingested_ms)
+            ops.append(Op(op, ingested_ms, dt, hour))
+    return ops
+
+
+@pytest.fixture(scope="module")
+def lake() -> Iterator[Lake]:
+    with LocalStack(env_overrides=QUIET_ENV) as stack:
+        settings = load_settings()
+        ops = _generate()
+        by_partition: dict[tuple[str, str], list[Op]] = defaultdict(list)
+        for op in ops:
+            by_partition[(op.dt, op.hour)].append(op)
+        s3 = stack.client("s3")
+        keys: dict[tuple[str, str], list[str]] = {}
+        for (dt, hour), members in sorted(by_partition.items()):
+            half = len(members) // 2
+            for chunk in (members[:half], members[half:]):  # two files per partition
+                key = ops_object_key(settings.ops_prefix, dt, hour, [o.op.op_id for o in chunk])
+                body = to_parquet_bytes(ops_table([o.op for o in chunk], [o.ingested_ms for o in chunk]))
+                s3.put_object(Bucket=settings.lake_bucket, Key=key, Body=body)
+                keys.setdefault((dt, hour), []).append(key)
+        GlueCatalog(stack.client("glue"), settings.glue_database, settings.ops_table).ensure_partitions(
+            by_partition
+        )
+        engine = EmbeddedEngine.from_settings(settings)
+        yield Lake(stack, engine, ops, keys)
+
+
+def _all_keys(lake: Lake) -> list[str]:
+    return sorted(f"{lake.stack.bucket}/{k}" for keys in lake.keys.values() for k in keys)
+
+
+def test_counts_by_endpoint(lake: Lake) -> None:
+    result = lake.engine.run("SELECT endpoint, count(*) AS n FROM ops GROUP BY endpoint ORDER BY endpoint")
+    assert [(c.name, c.type) for c in result.columns] == [("endpoint", "varchar"), ("n", "bigint")]
+    expected = sorted(Counter(o.op.endpoint for o in lake.ops).items())
+    assert result.rows == expected
+    assert result.files_read == _all_keys(lake)
+    assert result.bytes_scanned and result.bytes_scanned > 0
+
+
+def test_failure_rate_per_hour_and_integer_division(lake: Lake) -> None:
+    result = lake.engine.run(
+        "SELECT dt, hour, count_if(NOT success) / count(*) AS int_rate, "
+        "CAST(count_if(NOT success) AS double) / count(*) AS rate FROM ops GROUP BY dt, hour ORDER BY 1, 2"
+    )
+    groups: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    for o in lake.ops:
+        groups[(o.dt, o.hour)].append(o.op.success)
+    expected = [
+        (dt, hour, 0, pytest.approx(sum(not s for s in v) / len(v)))
+        for (dt, hour), v in sorted(groups.items())
+    ]
+    assert result.rows == expected
+    assert len({r[0] for r in result.rows}) == 2
+    assert [c.type for c in result.columns] == ["varchar", "varchar", "bigint", "double"]
+
+
+def test_approx_percentile_by_endpoint(lake: Lake) -> None:
+    result = lake.engine.run(
+        "SELECT endpoint, approx_percentile(duration_ms, 0.95) AS p95 FROM ops GROUP BY endpoint"
+    )
+    durations: dict[str, list[float]] = defaultdict(list)
+    for o in lake.ops:
+        durations[o.op.endpoint].append(o.op.duration_ms)
+    assert len(result.rows) == len(ENDPOINTS)
+    for endpoint, p95 in result.rows:
+        ranked = sorted(durations[endpoint])
+        low, high = ranked[int(0.93 * len(ranked))], ranked[int(0.97 * len(ranked))]
+        assert low <= p95 <= high, endpoint  # an approximate percentile: within ±2 rank percent
+
+
+def test_date_trunc_count_if_and_map_subscript(lake: Lake) -> None:
+    result = lake.engine.run(
+        "SELECT date_trunc('hour', ts) AS h, attributes['city'] AS city, count(*) AS n, "
+        "count_if(success) AS ok FROM ops GROUP BY 1, 2 ORDER BY 1, 2 NULLS LAST"
+    )
+    expected: dict[tuple[datetime, str | None], list[int]] = defaultdict(lambda: [0, 0])
+    for o in lake.ops:
+        key = (o.op.ts.replace(minute=0, second=0, microsecond=0, tzinfo=None), o.op.attributes.get("city"))
+        expected[key][0] += 1
+        expected[key][1] += o.op.success
+    ordered = sorted(expected.items(), key=lambda kv: (kv[0][0], kv[0][1] is None, kv[0][1] or ""))
+    assert result.rows == [(h, city, n, ok) for (h, city), (n, ok) in ordered]
+    assert result.columns[0].type == "timestamp"
+
+
+def test_order_by_limit(lake: Lake) -> None:
+    result = lake.engine.run(
+        "SELECT endpoint, max(duration_ms) AS worst FROM ops WHERE NOT success "
+        "GROUP BY endpoint ORDER BY worst DESC LIMIT 2"
+    )
+    worst: dict[str, float] = {}
+    for o in lake.ops:
+        if not o.op.success:
+            worst[o.op.endpoint] = max(worst.get(o.op.endpoint, 0.0), o.op.duration_ms)
+    assert result.rows == sorted(worst.items(), key=lambda kv: -kv[1])[:2]
+
+
+def test_partition_predicates_prune_files(lake: Lake) -> None:
+    (dt, hour), keys = sorted(lake.keys.items())[1]
+    result = lake.engine.run(f"SELECT count(*) FROM ops WHERE dt = '{dt}' AND hour = '{hour}'")
+    assert result.columns[0].name == "_col0"
+    assert result.rows == [(sum(1 for o in lake.ops if (o.dt, o.hour) == (dt, hour)),)]
+    assert result.files_read == sorted(f"{lake.stack.bucket}/{k}" for k in keys)
+    day = lake.ops[-1].dt
+    result = lake.engine.run(f"SELECT count(*) FROM ops WHERE dt >= '{day}'")
+    assert result.rows == [(sum(1 for o in lake.ops if o.dt == day),)]
+    assert len(result.files_read or []) < len(_all_keys(lake))
+
+
+def test_unknown_column_is_named(lake: Lake) -> None:
+    with pytest.raises(QueryFailedError, match="Column 'wrokers' cannot be resolved"):
+        lake.engine.run("SELECT wrokers FROM ops")
+
+
+def test_unknown_table(lake: Lake) -> None:
+    with pytest.raises(QueryFailedError, match=r"Table '.*\.no_such_table' does not exist"):
+        lake.engine.run("SELECT * FROM no_such_table")
+
+
+def test_try_cast_and_division_over_lake_values(lake: Lake) -> None:
+    result = lake.engine.run(
+        "SELECT try_cast('3.5' AS integer) AS a, try_cast(hour AS integer) AS h, 7 / 2 AS q, -7 / 2 AS r, "
+        "regexp_extract(endpoint, 'zzz') AS none FROM ops WHERE dt = '2026-03-02' AND hour = '01' LIMIT 1"
+    )
+    assert result.rows == [(None, 1, 3, -3, None)]
+
+
+def test_glue_table_without_partitions_is_empty(lake: Lake) -> None:
+    glue = lake.stack.client("glue")
+    database = lake.engine.database
+    table = glue.get_table(DatabaseName=database, Name="ops")["Table"]
+    glue.create_table(
+        DatabaseName=database,
+        TableInput={
+            "Name": "ops_empty",
+            "PartitionKeys": table["PartitionKeys"],
+            "StorageDescriptor": {
+                **table["StorageDescriptor"],
+                "Location": f"s3://{lake.stack.bucket}/empty/",
+            },
+        },
+    )
+    result = lake.engine.run(f"SELECT endpoint, dt FROM {database}.ops_empty")
+    assert result.rows == [] and [c.name for c in result.columns] == ["endpoint", "dt"]
+    assert result.files_read == [] and result.bytes_scanned == 0
