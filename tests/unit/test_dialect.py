@@ -164,3 +164,15 @@ def test_qualified_predicates_prune_per_alias() -> None:
     assert query.keeps(ops, {"dt": "2024-01-01", "hour": "00"})
     assert query.keeps(ops, {"dt": "2024-01-02", "hour": "00"})
     assert not query.keeps(ops, {"dt": "2024-01-03", "hour": "00"})
+
+
+def test_partition_predicates_become_a_glue_expression() -> None:
+    from opslake.query.embedded import glue_partition_expression
+
+    query = to_duckdb("SELECT count(*) FROM ops WHERE dt = '2026-11-21' AND hour IN ('09', '10') AND success")
+    (ref,) = query.tables
+    expression = glue_partition_expression(query.predicates.get(ref))
+    assert expression is not None
+    assert "dt = '2026-11-21'" in expression and "hour IN ('09', '10')" in expression
+    assert glue_partition_expression(to_duckdb("SELECT count(*) FROM ops").predicates.get(ref)) is None
+    assert glue_partition_expression(((Predicate("dt", "=", ("it's",)),),)) == "(dt = 'it''s')"
