@@ -1,8 +1,12 @@
-"""The ``opslake`` command line: ``local up``, ``demo`` and ``invoke``.
+"""The ``opslake`` command line.
 
-``opslake local up`` runs the stack, the local API and a background drainer until Ctrl-C and
-records where they are in ``.opslake/local.json``; ``opslake invoke`` uses that running stack
-when there is one and an ephemeral stack otherwise.
+``opslake local up`` runs the stack, the local API, a background drainer and the scheduler until
+Ctrl-C and records where they are in a state file (``.opslake/local.json`` next to template.yaml;
+``--state`` or ``OPSLAKE_LOCAL_STATE`` moves it). The other commands use that running stack:
+``query`` / ``queries`` (Athena SQL on the embedded engine, or on Athena with ``--athena``),
+``keys`` (API keys in the stack's usage plan, or a deployed stack's with ``--aws``),
+``schedule run``, and ``invoke`` (which starts an ephemeral stack when none runs).
+Exit codes: 0 done, 1 the operation failed, 2 bad usage or no running stack.
 """
 
 from __future__ import annotations
@@ -14,15 +18,32 @@ import signal
 import sys
 import threading
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 STATE_FILE = Path(".opslake/local.json")
+STATE_ENV = "OPSLAKE_LOCAL_STATE"
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+DEFAULT_STACK_NAME = "opslake"
 
 
-def _state_path(template: Path) -> Path:
-    """The state file lives next to template.yaml (the repository root)."""
+class CliError(Exception):
+    """A failure to report as ``error: <message>`` with an exit code (1 failed, 2 usage)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _state_path(template: Path, override: Path | None = None) -> Path:
+    """``--state``, else ``$OPSLAKE_LOCAL_STATE``, else .opslake/local.json next to template.yaml."""
+    if override is not None:
+        return override
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
     return template.parent / STATE_FILE
 
 
@@ -35,13 +56,72 @@ def _moto_alive(endpoint: str) -> bool:
         return False
 
 
-def running_stack(template: Path) -> dict[str, Any] | None:
+def running_stack(template: Path, state_file: Path | None = None) -> dict[str, Any] | None:
     """The state of a stack started by ``opslake local up`` that is still answering, if any."""
-    path = _state_path(template)
+    path = _state_path(template, state_file)
     if not path.is_file():
         return None
     state: dict[str, Any] = json.loads(path.read_text())
     return state if _moto_alive(state.get("moto_endpoint", "")) else None
+
+
+def _require_stack(args: argparse.Namespace) -> dict[str, Any]:
+    """The running local stack's state, or a CliError (exit 2) that says how to start one."""
+    from opslake_local.template import find_template
+
+    template = find_template(args.template)
+    state = running_stack(template, args.state)
+    if state is None:
+        path = _state_path(template, args.state)
+        why = "its moto server does not answer" if path.is_file() else "there is no state file"
+        raise CliError(
+            f"no local stack is running ({path}: {why}). Start one with `opslake local up` "
+            "in another terminal, or use --athena / --aws for the deployed stack.",
+            code=2,
+        )
+    return state
+
+
+@contextmanager
+def stack_environment(state: Mapping[str, Any]) -> Iterator[None]:
+    """Point this process's AWS configuration at the running stack's moto server (and restore it)."""
+    values = {**state.get("environment", {}), **LOCAL_CREDENTIALS, "AWS_ENDPOINT_URL": state["moto_endpoint"]}
+    saved = {name: os.environ.get(name) for name in [*values, "AWS_PROFILE", "AWS_SESSION_TOKEN"]}
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _local_client(state: Mapping[str, Any], service: str) -> Any:
+    import boto3
+
+    return boto3.client(  # type: ignore[call-overload]
+        service,
+        endpoint_url=state["moto_endpoint"],
+        region_name=state.get("region", "us-east-1"),
+        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def _stack_outputs(stack_name: str, region: str | None) -> dict[str, str]:
+    """A deployed stack's CloudFormation outputs (the user's AWS configuration)."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        stacks = boto3.client("cloudformation", region_name=region).describe_stacks(StackName=stack_name)
+    except (BotoCoreError, ClientError) as exc:
+        raise CliError(f"cannot read the outputs of stack {stack_name!r}: {exc}") from exc
+    return {o["OutputKey"]: o["OutputValue"] for o in stacks["Stacks"][0].get("Outputs", [])}
 
 
 # ---- commands -----------------------------------------------------------------------------------
@@ -49,6 +129,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     """Run stack + API + drainer in the foreground until Ctrl-C."""
     from opslake_local.drain import BackgroundDrainer, Drainer, DrainResult
     from opslake_local.http import LocalApi
+    from opslake_local.schedule import Run, Scheduler
     from opslake_local.stack import LocalStack
     from opslake_local.template import find_template
 
@@ -64,8 +145,13 @@ def cmd_local_up(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+        def scheduled(run: Run) -> None:
+            outcome = f"failed: {run.error}" if run.error else "ok"
+            print(f"schedule: {run.schedule.function} ({run.schedule.expression.text}) {outcome}", flush=True)
+
         drainer = BackgroundDrainer(Drainer(stack, invoker), interval_s=args.poll, on_batch=report).start()
-        state_path = _state_path(stack.template.path)
+        scheduler = Scheduler(stack.template, invoker.invoke, on_run=scheduled).start()
+        state_path = _state_path(stack.template.path, args.state)
         state = {"api_url": base_url, **stack.describe(), "pid": os.getpid()}
         state_path.parent.mkdir(parents=True, exist_ok=True)
         state_path.write_text(json.dumps(state, indent=2) + "\n")
@@ -75,6 +161,11 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         print(f"  API key      {stack.api_key.value if stack.api_key else '-'}   (name {stack.key_name})")
         print(f"  moto         {stack.endpoint}   (AWS_ENDPOINT_URL for boto3 / aws CLI)")
         print(f"  bucket       {stack.bucket}")
+        jobs = (
+            ", ".join(f"{s.function} {s.expression.text}" for s in scheduler.schedules)
+            or "none in the template"
+        )
+        print(f"  schedules    {jobs}")
         print(f"  state file   {state_path}")
         print("Ctrl-C to stop.", flush=True)
         stopped = threading.Event()
@@ -86,8 +177,9 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         finally:
             print("\nstopping...", flush=True)
             state_path.unlink(missing_ok=True)
-            if not any(state_path.parent.iterdir()):
+            if args.state is None and not any(state_path.parent.iterdir()):  # only our own .opslake/
                 state_path.parent.rmdir()
+            scheduler.stop()
             drainer.stop()
             api.stop()
     print("stopped.")
@@ -110,11 +202,11 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
     template_path = find_template(args.template)
     event = json.loads(Path(args.event).read_text())
-    state = running_stack(template_path)
+    state = running_stack(template_path, args.state)
     try:
         if state is not None:
             os.environ.update(state["environment"])
-            os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+            os.environ.update(LOCAL_CREDENTIALS)
             print(f"(using the running local stack at {state['moto_endpoint']})", file=sys.stderr)
             template = Template(template_path)
             for logical_id, url in state["queues"].items():
@@ -134,11 +226,173 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _engine(args: argparse.Namespace) -> Any:
+    """The embedded engine on the running local stack, or Athena with ``--athena``."""
+    from opslake.config import Settings, load_settings
+    from opslake.query.factory import create_engine
+
+    if args.athena:
+        import boto3
+
+        workgroup, database = args.workgroup, args.database
+        if not (workgroup and database):
+            outputs = _stack_outputs(args.stack_name, args.region)
+            workgroup = workgroup or outputs.get("AthenaWorkGroupName")
+            database = database or outputs.get("GlueDatabaseName")
+        if not (workgroup and database):
+            raise CliError("--athena needs --workgroup and --database (or a stack with those outputs)", 2)
+        settings = Settings(query_engine="athena", athena_workgroup=workgroup, glue_database=database)
+        return create_engine(settings, athena_client=boto3.client("athena", region_name=args.region))
+    state = _require_stack(args)
+    settings = load_settings({**state.get("environment", {}), "OPSLAKE_QUERY_ENGINE": "embedded"})
+    return create_engine(settings, glue_client=_local_client(state, "glue"))
+
+
+def _run_sql(args: argparse.Namespace, sql: str) -> int:
+    """Run one statement and print its result in ``args.format``."""
+    from opslake.query.base import QueryError
+    from opslake_local.queries import render
+
+    state = None if args.athena else _require_stack(args)
+    with stack_environment(state) if state is not None else _no_change():
+        engine = _engine(args)
+        try:
+            result = engine.run(sql, timeout_s=args.timeout)
+        except QueryError as exc:
+            raise CliError(f"query failed: {exc.message}") from exc
+    print(render(result, args.format))
+    return 0
+
+
+@contextmanager
+def _no_change() -> Iterator[None]:
+    yield
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Run Athena SQL on the local stack's lake (embedded engine) or on Athena."""
+    return _run_sql(args, args.sql)
+
+
+def _queries(args: argparse.Namespace) -> dict[str, Any]:
+    from opslake_local.queries import load_queries, queries_dir
+    from opslake_local.template import find_template
+
+    return load_queries(queries_dir(find_template(args.template)))
+
+
+def cmd_queries_list(args: argparse.Namespace) -> int:
+    """The analyst queries in queries/ (also deployed as Athena named queries)."""
+    from opslake_local.queries import text_table
+
+    queries = _queries(args)
+    if args.format == "json":
+        print(
+            json.dumps([{"name": q.name, "description": q.description} for q in queries.values()], indent=2)
+        )
+    else:
+        print(text_table(["name", "description"], [(q.name, q.description) for q in queries.values()]))
+    return 0
+
+
+def cmd_queries_run(args: argparse.Namespace) -> int:
+    """Run one analyst query by name."""
+    queries = _queries(args)
+    if args.name not in queries:
+        raise CliError(f"no query {args.name!r} in queries/ (known: {', '.join(queries)})", 2)
+    return _run_sql(args, queries[args.name].sql)
+
+
+def _keys_target(args: argparse.Namespace) -> tuple[Any, str, str]:
+    """(API Gateway client, usage plan id, where) for the local stack or, with --aws, AWS."""
+    if args.aws:
+        import boto3
+
+        plan = _stack_outputs(args.stack_name, args.region).get("ApiUsagePlanId")
+        if not plan:
+            raise CliError(f"stack {args.stack_name!r} has no ApiUsagePlanId output")
+        return boto3.client("apigateway", region_name=args.region), plan, f"stack {args.stack_name}"
+    state = _require_stack(args)
+    plan = state.get("usage_plan_id")
+    if not plan:
+        raise CliError("the running local stack recorded no usage plan; restart `opslake local up`")
+    return _local_client(state, "apigateway"), str(plan), f"local stack {state['moto_endpoint']}"
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    """Create an API key (its name becomes reporter_id) in the usage plan; print its value once."""
+    from opslake_local.stack import create_plan_key
+
+    client, plan, where = _keys_target(args)
+    key = create_plan_key(client, plan, args.name)
+    print(f"created API key {key.name!r} (id {key.id}) in usage plan {plan} of the {where}")
+    print(f"x-api-key: {key.value}")
+    print("(the value is shown only this once: store it now)")
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    """The usage plan's keys (never their values)."""
+    from opslake_local.queries import text_table
+    from opslake_local.stack import plan_keys
+
+    client, plan, _where = _keys_target(args)
+    keys = plan_keys(client, plan)
+    if args.format == "json":
+        print(json.dumps(keys, indent=2, default=str))
+    else:
+        rows = [(k["name"], k["id"], "yes" if k["enabled"] else "no", k["created"]) for k in keys]
+        print(text_table(["name", "id", "enabled", "created"], rows))
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    """Delete the usage plan's keys with this name: requests with them get 403 from then on."""
+    from opslake_local.stack import revoke_plan_keys
+
+    client, plan, _where = _keys_target(args)
+    revoked = revoke_plan_keys(client, plan, args.name)
+    if not revoked:
+        raise CliError(f"no API key named {args.name!r} in usage plan {plan}")
+    print(f"revoked {len(revoked)} API key(s) named {args.name!r}: {', '.join(revoked)}")
+    return 0
+
+
+def cmd_schedule_run(args: argparse.Namespace) -> int:
+    """Send one EventBridge scheduled event to a function now, on the running local stack."""
+    from opslake_local.invoke import FunctionError, Invoker
+    from opslake_local.schedule import find_schedule
+    from opslake_local.template import Template, find_template
+
+    state = _require_stack(args)
+    template = Template(find_template(args.template))
+    for logical_id, url in state.get("queues", {}).items():
+        template.set_queue_url(logical_id, url)
+    try:
+        schedule = find_schedule(template, args.function)
+    except KeyError as exc:
+        raise CliError(str(exc.args[0]), 2) from exc
+    event = schedule.event(datetime.now(UTC), region=template.region, account_id=template.account_id)
+    with stack_environment(state):
+        try:
+            result = Invoker(template).invoke(schedule.function, event)
+        except FunctionError as exc:
+            raise CliError(str(exc)) from exc
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
 # ---- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="opslake", description="opslake local tools (no Docker needed)")
     parser.add_argument(
         "--template", type=Path, default=None, help="template.yaml, or a directory to look for it in"
+    )
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=None,
+        help=f"state file of `opslake local up` (default: ${STATE_ENV} or .opslake/local.json by template.yaml)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -159,13 +413,75 @@ def build_parser() -> argparse.ArgumentParser:
     invoke.add_argument("function", help="logical id, e.g. EventsFunction")
     invoke.add_argument("--event", required=True, help="JSON event file, e.g. events/health_get.json")
     invoke.set_defaults(func=cmd_invoke)
+
+    def engine_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--format", choices=("table", "json", "csv"), default="table")
+        command.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
+        command.add_argument("--athena", action="store_true", help="run on Athena (your AWS configuration)")
+        command.add_argument("--workgroup", help="Athena workgroup (default: the stack's output)")
+        command.add_argument("--database", help="Glue database (default: the stack's output)")
+        command.add_argument("--stack-name", default=DEFAULT_STACK_NAME, help="deployed stack (--athena)")
+        command.add_argument("--region", default=None, help="AWS region (default: your configuration)")
+
+    query = commands.add_parser("query", help="run Athena SQL on the local stack's lake (or --athena)")
+    query.add_argument("sql", help='one SQL statement, e.g. "SELECT count(*) FROM ops"')
+    engine_options(query)
+    query.set_defaults(func=cmd_query)
+
+    queries = commands.add_parser("queries", help="the analyst queries in queries/").add_subparsers(
+        dest="queries_command", required=True
+    )
+    listing = queries.add_parser("list", help="names and descriptions")
+    listing.add_argument("--format", choices=("table", "json"), default="table")
+    listing.set_defaults(func=cmd_queries_list)
+    run = queries.add_parser("run", help="run one analyst query by name")
+    run.add_argument("name", help="e.g. failure_rate_by_endpoint_hour")
+    engine_options(run)
+    run.set_defaults(func=cmd_queries_run)
+
+    keys = commands.add_parser(
+        "keys", help="API keys of the usage plan (local stack, or --aws)"
+    ).add_subparsers(dest="keys_command", required=True)
+
+    def key_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "--aws", action="store_true", help="the deployed stack's usage plan, not the local one"
+        )
+        command.add_argument("--stack-name", default=DEFAULT_STACK_NAME, help="deployed stack (with --aws)")
+        command.add_argument("--region", default=None, help="AWS region (default: your configuration)")
+
+    create = keys.add_parser(
+        "create", help="create a key (its name becomes reporter_id); prints the value once"
+    )
+    create.add_argument("name")
+    key_options(create)
+    create.set_defaults(func=cmd_keys_create)
+    key_list = keys.add_parser("list", help="the usage plan's keys (without values)")
+    key_list.add_argument("--format", choices=("table", "json"), default="table")
+    key_options(key_list)
+    key_list.set_defaults(func=cmd_keys_list)
+    revoke = keys.add_parser("revoke", help="delete the keys with this name (403 from then on)")
+    revoke.add_argument("name")
+    key_options(revoke)
+    revoke.set_defaults(func=cmd_keys_revoke)
+
+    schedule = commands.add_parser("schedule", help="scheduled functions").add_subparsers(
+        dest="schedule_command", required=True
+    )
+    schedule_run = schedule.add_parser("run", help="send one EventBridge scheduled event to a function now")
+    schedule_run.add_argument("function", help="logical id of a function with a Schedule event")
+    schedule_run.set_defaults(func=cmd_schedule_run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``opslake`` console script."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
 
 
 if __name__ == "__main__":

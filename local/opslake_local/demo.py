@@ -4,7 +4,8 @@ Starts the local stack and API in-process, lets three agent runtimes report a fe
 over HTTP (some invalid, some carrying secrets), pushes two poison messages straight onto the
 queue, drains the queue through the writer and prints what landed in the lake: Parquet objects,
 rows per partition, Glue partitions, rejects, and proof that secrets were redacted. A copy of
-the lake is left under ``out/demo/lake/``; nothing keeps running.
+the lake is left under ``out/demo/lake/``. Last, three analyst queries from ``queries/`` run on
+the embedded engine (Athena SQL on DuckDB over the moto lake). Nothing keeps running.
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 
+from opslake.config import load_settings
+from opslake.query.factory import create_engine
 from opslake_local.drain import Drainer
 from opslake_local.http import LocalApi
+from opslake_local.queries import load_queries, queries_dir, render
 from opslake_local.stack import QUIET_ENV, ApiKey, LocalStack
 
+ANALYST_QUERIES = ("failure_rate_by_endpoint_hour", "latency_p50_p95_by_endpoint", "top_error_types")
 RUNTIMES = ("runtime-staffing", "runtime-analyst", "runtime-support")
 OPS_PER_RUNTIME = 100
 SECRET_MARKER = "Bearer abc123"
@@ -234,6 +239,20 @@ def export_lake(objects: dict[str, bytes], out_dir: Path) -> None:
     print(f"""  python -c "import pyarrow.parquet as pq; print(pq.read_table('{out_dir}/ops').num_rows)\"""")
 
 
+def show_analyst_queries(stack: LocalStack, names: Sequence[str] = ANALYST_QUERIES) -> None:
+    """Run analyst queries from queries/ on the embedded engine, as ``opslake queries run`` does."""
+    engine = create_engine(load_settings(stack.environment), glue_client=stack.client("glue"))
+    queries = load_queries(queries_dir(stack.template.path))
+    for name in names:
+        query = queries[name]
+        _print(f"analyst query: {name}")
+        print(f"-- {query.description}")
+        started = time.perf_counter()
+        result = engine.run(query.sql)
+        print(render(result, "table").replace(f", {result.engine})", f", {result.engine} engine, "
+              f"{(time.perf_counter() - started) * 1000:.0f} ms)"))  # fmt: skip
+
+
 # ---- main ---------------------------------------------------------------------------------------
 def run(out_dir: Path = Path("out/demo/lake"), seed: int = 7) -> None:
     """The demo: stack up, traffic, poison, drain, report, export, stack down."""
@@ -261,6 +280,7 @@ def run(out_dir: Path = Path("out/demo/lake"), seed: int = 7) -> None:
             objects = lake_objects(stack)
             report_lake(stack, objects)
             export_lake(objects, out_dir)
+            show_analyst_queries(stack)
         finally:
             api.stop()
     print(f"\ndemo finished in {time.perf_counter() - started:.1f} s; nothing left running.")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from opslake_local.invoke import FunctionError, Invoker
 from opslake_local.stack import ApiKey, LocalStack
@@ -85,20 +85,23 @@ class Router:
             if compiled.route.method not in (method, "ANY"):
                 continue
             found = compiled.pattern.match(path)
-            if found:
-                return compiled.route, found.groupdict()
+            if found:  # API Gateway REST hands handlers URL-decoded path parameters
+                return compiled.route, {name: unquote(value) for name, value in found.groupdict().items()}
         return None
 
 
 # ---- API keys -----------------------------------------------------------------------------------
 class ApiKeyStore:
-    """API key values → keys, read from (moto's) API Gateway; refreshed when a value is unknown,
-    so keys created after the server started work at once."""
+    """API key values → keys, read from (moto's) API Gateway; refreshed when a value is unknown
+    (a key created after the server started works at once) and at least every ``max_age_s``
+    (a revoked or disabled key stops working, as on API Gateway, within that time)."""
 
-    def __init__(self, stack: LocalStack) -> None:
+    def __init__(self, stack: LocalStack, *, max_age_s: float = 1.0) -> None:
         self._client = stack.client("apigateway")
         self._keys: dict[str, ApiKey] = {}
         self._lock = threading.Lock()
+        self._max_age_s = max_age_s
+        self._loaded_at = float("-inf")
 
     def _refresh(self) -> None:
         """Reload enabled keys that belong to at least one usage plan (as API Gateway requires)."""
@@ -112,13 +115,14 @@ class ApiKeyStore:
             for k in keys
             if k.get("enabled") and k["id"] in planned
         }
+        self._loaded_at = time.monotonic()
 
     def lookup(self, value: str | None) -> ApiKey | None:
         """The key with this value, if it exists, is enabled and is in a usage plan."""
         if not value:
             return None
         with self._lock:
-            if value not in self._keys:
+            if value not in self._keys or time.monotonic() - self._loaded_at > self._max_age_s:
                 self._refresh()
             return self._keys.get(value)
 
@@ -274,11 +278,13 @@ def proxy_response(result: Any, request_id: str) -> HttpResponse:
 class LocalApi:
     """Serves every template route on 127.0.0.1 by invoking the route's function in-process."""
 
-    def __init__(self, stack: LocalStack, invoker: Invoker, *, access_log: bool = False) -> None:
+    def __init__(
+        self, stack: LocalStack, invoker: Invoker, *, access_log: bool = False, key_max_age_s: float = 1.0
+    ) -> None:
         self.stack = stack
         self.invoker = invoker
         self.router = Router(stack.template.api_routes())
-        self.keys = ApiKeyStore(stack)
+        self.keys = ApiKeyStore(stack, max_age_s=key_max_age_s)
         self.access_log = access_log
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None

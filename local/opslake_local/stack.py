@@ -3,8 +3,12 @@
 ``LocalStack`` starts moto's threaded server on 127.0.0.1, points this process's boto3 at it
 (``AWS_ENDPOINT_URL``), and creates what the template declares: buckets (encryption, public
 access block, versioning, policy), queues with their redrive policies, the Glue database and
-tables, the Athena workgroup, and an API key bound to a usage plan. Handlers then run in this
-process with the same environment variables the template gives them in Lambda.
+tables, the Athena workgroup and named queries, and an API key bound to the stack's usage plan.
+Handlers then run in this process with the same environment variables the template gives them in
+Lambda, plus :func:`LocalStack.local_environment` (queries go to the embedded engine).
+
+The API-key helpers (:func:`create_plan_key`, :func:`plan_keys`, :func:`revoke_plan_keys`) work on
+any API Gateway client, moto's or AWS's: ``opslake keys`` uses them for both.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 import os
 import secrets
 import socket
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +83,47 @@ class ApiKey:
     value: str
 
 
+def create_plan_key(apigateway: Any, usage_plan_id: str, name: str, value: str | None = None) -> ApiKey:
+    """A new enabled API key named ``name`` (the reporter identity), bound to the usage plan."""
+    value = value or secrets.token_urlsafe(30)[:40]
+    key = apigateway.create_api_key(name=name, enabled=True, value=value)
+    apigateway.create_usage_plan_key(usagePlanId=usage_plan_id, keyId=key["id"], keyType="API_KEY")
+    return ApiKey(id=key["id"], name=name, value=value)
+
+
+def plan_keys(apigateway: Any, usage_plan_id: str) -> list[dict[str, Any]]:
+    """The keys bound to the usage plan: id, name, enabled, created (values are never listed)."""
+    bound = []
+    for page in apigateway.get_paginator("get_usage_plan_keys").paginate(usagePlanId=usage_plan_id):
+        bound.extend(page.get("items", []))
+    keys = []
+    for item in bound:
+        try:
+            key = apigateway.get_api_key(apiKey=item["id"], includeValue=False)
+        except apigateway.exceptions.NotFoundException:  # deleted, but still bound (moto keeps it)
+            continue
+        keys.append(
+            {
+                "id": key["id"],
+                "name": key.get("name", item.get("name", "")),
+                "enabled": bool(key.get("enabled")),
+                "created": key.get("createdDate"),
+            }
+        )
+    return sorted(keys, key=lambda k: (k["name"], k["id"]))
+
+
+def revoke_plan_keys(apigateway: Any, usage_plan_id: str, name: str) -> list[str]:
+    """Delete every key of the usage plan named ``name``; returns their ids (empty: none had it)."""
+    revoked = []
+    for key in plan_keys(apigateway, usage_plan_id):
+        if key["name"] == name:
+            apigateway.delete_usage_plan_key(usagePlanId=usage_plan_id, keyId=key["id"])
+            apigateway.delete_api_key(apiKey=key["id"])
+            revoked.append(key["id"])
+    return revoked
+
+
 class LocalStack:
     """moto server + resources from template.yaml; a context manager.
 
@@ -102,6 +148,7 @@ class LocalStack:
         self.env_overrides = dict(env_overrides or {})
         self.key_name = key_name
         self.api_key: ApiKey | None = None
+        self.usage_plan_id: str | None = None
         self.environment: dict[str, str] = {}
         self._server: ThreadedMotoServer | None = None
         self._saved_env: dict[str, str | None] = {}
@@ -113,9 +160,13 @@ class LocalStack:
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
         try:
+            # moto's backends are per process, not per server: forget an earlier stack's resources.
+            urllib.request.urlopen(
+                urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"), timeout=10
+            ).close()
             self._apply_env(self._aws_env())
             self.provision()
-            self._apply_env({**self.function_environment(), **self.env_overrides})
+            self._apply_env({**self.function_environment(), **self.local_environment(), **self.env_overrides})
         except BaseException:
             self.stop()
             raise
@@ -175,6 +226,15 @@ class LocalStack:
             shared = {k: v for k, v in shared.items() if env.get(k) == v}
         return shared
 
+    def local_environment(self) -> dict[str, str]:
+        """What only the local stack adds to every function: Athena SQL runs on the embedded
+        engine (DuckDB over the moto lake), in the template's workgroup."""
+        env = {"OPSLAKE_QUERY_ENGINE": "embedded"}
+        workgroups = [str(props["Name"]) for props in self.template.athena_workgroups().values()]
+        if workgroups:
+            env["OPSLAKE_ATHENA_WORKGROUP"] = workgroups[0]
+        return env
+
     # -- provisioning -------------------------------------------------------------------------
     def client(self, service: str) -> Any:
         """A boto3 client for the moto server (explicit endpoint: works before env is set)."""
@@ -192,6 +252,7 @@ class LocalStack:
         self._provision_queues()
         self._provision_glue()
         self._provision_athena()
+        self._provision_named_queries()
         self.api_key = self.create_api_key(self.key_name)
 
     def _provision_buckets(self) -> None:
@@ -261,14 +322,31 @@ class LocalStack:
                 Description=props.get("Description", ""),
             )
 
+    def _provision_named_queries(self) -> None:
+        """The analyst queries (AWS::Athena::NamedQuery), so ``list-named-queries`` works locally."""
+        athena = self.client("athena")
+        for logical_id in self.template.of_type("AWS::Athena::NamedQuery"):
+            props = self.template.properties(logical_id)
+            athena.create_named_query(
+                Name=props["Name"],
+                Description=props.get("Description", ""),
+                Database=props["Database"],
+                QueryString=props["QueryString"],
+                WorkGroup=props.get("WorkGroup", "primary"),
+            )
+
+    def usage_plan(self) -> str:
+        """The stack's usage plan (one per stack, as SAM's PER_API plan), created on first use."""
+        if self.usage_plan_id is None:
+            plan = self.client("apigateway").create_usage_plan(
+                name=f"{self.template.stack_name}-usage-plan", **self._usage_plan_limits()
+            )
+            self.usage_plan_id = str(plan["id"])
+        return self.usage_plan_id
+
     def create_api_key(self, name: str) -> ApiKey:
-        """A new enabled API key bound to a usage plan of every template API (like an agent's)."""
-        apigateway = self.client("apigateway")
-        value = secrets.token_urlsafe(30)[:40]
-        key = apigateway.create_api_key(name=name, enabled=True, value=value)
-        plan = apigateway.create_usage_plan(name=f"{name}-plan", **self._usage_plan_limits())
-        apigateway.create_usage_plan_key(usagePlanId=plan["id"], keyId=key["id"], keyType="API_KEY")
-        return ApiKey(id=key["id"], name=name, value=value)
+        """A new enabled API key bound to the stack's usage plan (like an agent's)."""
+        return create_plan_key(self.client("apigateway"), self.usage_plan(), name)
 
     def _usage_plan_limits(self) -> dict[str, Any]:
         """Throttle/quota from the first template API that declares a usage plan (not enforced)."""
@@ -321,5 +399,6 @@ class LocalStack:
             "queues": {q.logical_id: self.queue_url(q.logical_id) for q in self.template.queues()},
             "api_key": self.api_key.value if self.api_key else None,
             "api_key_name": self.api_key.name if self.api_key else None,
+            "usage_plan_id": self.usage_plan_id,
             "environment": {k: v for k, v in self.environment.items() if not k.startswith("AWS_SECRET")},
         }

@@ -25,6 +25,8 @@ XRAY = "AWSXrayWriteOnlyAccess"
 ALLOWED_MANAGED = {
     "EventsFunctionRole": {BASIC, XRAY},
     "HealthFunctionRole": {BASIC, XRAY},
+    "StatsFunctionRole": {BASIC, XRAY},
+    "ProfileFunctionRole": {BASIC, XRAY},
     # Added by SAM for the SQS event source (receive/delete/get attributes).
     "WriterFunctionRole": {BASIC, XRAY, "service-role/AWSLambdaSQSQueueExecutionRole"},
     "ApiGatewayCloudWatchRole": {"service-role/AmazonAPIGatewayPushToCloudWatchLogs"},
@@ -140,3 +142,49 @@ def test_writer_may_only_put_lake_objects_and_register_ops_partitions(transforme
     }
     assert set(by_action) == glue_actions
     assert all(resources == glue_resources for resources in by_action.values())
+
+
+# GET /stats and GET /profile run Athena queries with their own role: the Athena API on the one
+# workgroup, the Glue catalog read-only, reads of ops/ and the query results Athena writes for them.
+GLUE_ARN = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:"
+QUERY_FUNCTION_GRANTS = {
+    "athena:StartQueryExecution": [
+        {
+            "Fn::Sub": "arn:${AWS::Partition}:athena:${AWS::Region}:${AWS::AccountId}:workgroup/${AthenaWorkGroup}"
+        }
+    ],
+    "glue:GetDatabase": [
+        {"Fn::Sub": GLUE_ARN + "catalog"},
+        {"Fn::Sub": GLUE_ARN + "database/${GlueDatabase}"},
+        {"Fn::Sub": GLUE_ARN + "table/${GlueDatabase}/*"},
+    ],
+    "s3:GetObject": [
+        {"Fn::Sub": "${LakeBucket.Arn}/ops/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"},
+    ],
+    "s3:PutObject": [{"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"}],
+    "s3:AbortMultipartUpload": [{"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"}],
+    "s3:ListBucket": [{"Fn::GetAtt": ["LakeBucket", "Arn"]}],
+    "s3:GetBucketLocation": [{"Fn::GetAtt": ["LakeBucket", "Arn"]}],
+}
+for _action in ("athena:GetQueryExecution", "athena:GetQueryResults", "athena:StopQueryExecution"):
+    QUERY_FUNCTION_GRANTS[_action] = QUERY_FUNCTION_GRANTS["athena:StartQueryExecution"]
+for _action in ("glue:GetTable", "glue:GetTables", "glue:GetPartition", "glue:GetPartitions"):
+    QUERY_FUNCTION_GRANTS[_action] = QUERY_FUNCTION_GRANTS["glue:GetDatabase"]
+
+
+@pytest.mark.parametrize("role", ["StatsFunctionRole", "ProfileFunctionRole"])
+def test_query_functions_may_only_query_the_workgroup_and_read_the_lake(
+    transformed: dict[str, Any], role: str
+) -> None:
+    allowed = [s for r, s in _statements(transformed) if r == role and s["Effect"] == "Allow"]
+    by_action: dict[str, list[Any]] = {}
+    for s in allowed:
+        for action in _as_list(s["Action"]):
+            by_action.setdefault(action, []).extend(_as_list(s["Resource"]))
+    assert by_action == QUERY_FUNCTION_GRANTS
+    (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["ops/*", "athena-results/*"]}}
+    assert all("Condition" not in s for s in allowed if s is not listing)
+    role_props = transformed["Resources"][role]["Properties"]
+    assert {_policy_name(a) for a in role_props["ManagedPolicyArns"]} == {BASIC, XRAY}

@@ -38,7 +38,13 @@ def test_writer_reads_the_ops_queue_in_large_batches_with_partial_failures(
 
 def test_functions_run_python312_with_tracing_and_shared_environment(transformed: dict[str, Any]) -> None:
     fns = _of_type(transformed, "AWS::Lambda::Function")
-    assert set(fns) == {"EventsFunction", "HealthFunction", "WriterFunction"}
+    assert set(fns) == {
+        "EventsFunction",
+        "HealthFunction",
+        "WriterFunction",
+        "StatsFunction",
+        "ProfileFunction",
+    }
     for name, fn in fns.items():
         props = fn["Properties"]
         assert props["Runtime"] == "python3.12", name

@@ -64,6 +64,32 @@ class ServiceUnavailableError(OpslakeError):
         self.retry_after_s = retry_after_s
 
 
+class NotFoundError(OpslakeError):
+    """What the client asked about does not exist (e.g. an agent with no ops in the window)."""
+
+    status = 404
+    code = "not_found"
+
+
+class BadGatewayError(OpslakeError):
+    """A dependency answered but failed (e.g. the query engine refused or failed a query)."""
+
+    status = 502
+    code = "bad_gateway"
+
+
+class QueryEngineFailedError(BadGatewayError):
+    """The lake's query engine failed a query opslake built: a service problem, not the client's."""
+
+    code = "query_failed"
+
+
+class QueryUnavailableError(ServiceUnavailableError):
+    """The query engine timed out or was throttled/unreachable; retry after ``Retry-After``."""
+
+    code = "query_unavailable"
+
+
 class ConfigurationError(OpslakeError):
     """The function was deployed without a setting it needs: an operator's problem, not a client's."""
 

@@ -1,0 +1,46 @@
+"""GET /stats: totals, failure rates and p95 latency of every agent's ops over the last N hours."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from opslake.api import create_resolver, json_response
+from opslake.config import get_settings
+from opslake.insights import InsightsConfig, TtlCache, get_stats
+from opslake.models.insights import StatsAnswer
+from opslake.observability import MetricUnit, logger, metrics
+from opslake.query.base import QueryEngine
+from opslake.query.factory import create_engine
+from opslake.tracing import tracer
+
+settings = get_settings()
+config = InsightsConfig.from_settings(settings)
+cache: TtlCache[int, StatsAnswer] = TtlCache()
+app = create_resolver()
+
+
+@lru_cache(maxsize=1)
+def _engine() -> QueryEngine:
+    return create_engine(settings)
+
+
+@app.get("/stats")
+def stats() -> Response:
+    answer = get_stats(
+        _engine(), config=config, hours=app.current_event.get_query_string_value("hours"), cache=cache
+    )
+    metrics.add_metric(
+        name="StatsCacheHits" if answer.cached else "StatsQueries", unit=MetricUnit.Count, value=1
+    )
+    return json_response(200, answer.model_dump(mode="json"))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)

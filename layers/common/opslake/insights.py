@@ -1,0 +1,439 @@
+"""``GET /stats`` and ``GET /profile/{agent_id}``: the SQL they run on the lake and the answers they give.
+
+Every query reads only the hour partitions of its window: ``dt``/``hour`` predicates computed from
+``now − hours`` let Athena prune partitions, and ``ingested_at >= start`` trims the first hour to
+the exact edge. The SQL is built from validated values only: the window is an integer, an agent id
+must satisfy the op record's ``Id`` rule and is embedded as a literal with its quotes doubled, and
+table names are checked identifiers. One query per answer: each Athena query is billed at least
+10 MB and costs a round trip of a second or more.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from opslake.config import Settings
+from opslake.errors import (
+    BadRequestError,
+    ConfigurationError,
+    NotFoundError,
+    QueryEngineFailedError,
+    QueryUnavailableError,
+)
+from opslake.models.insights import (
+    DEFAULT_PROFILE_HOURS,
+    DEFAULT_STATS_HOURS,
+    MAX_ENDPOINTS,
+    MAX_WINDOW_HOURS,
+    RECENT_OPS,
+    TOP_ERRORS,
+    Breakdown,
+    ErrorSummary,
+    ProfileAnswer,
+    RecentOp,
+    StatsAnswer,
+    Window,
+)
+from opslake.models.ops import MAX_ID_CHARS, Id, now_utc
+from opslake.observability import logger
+from opslake.query.base import QueryEngine, QueryError, QueryFailedError, QueryResult, UnsupportedSqlError
+
+#: API Gateway gives up on an integration after 29 s; a query must end (or be cancelled) before.
+API_QUERY_TIMEOUT_S = 25.0
+#: How long a /stats answer is served from the container's cache.
+STATS_CACHE_TTL_S = 30.0
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+_WHOLE_NUMBER = re.compile(r"^[0-9]{1,6}$")
+_ID_ADAPTER: TypeAdapter[str] = TypeAdapter(Id)
+
+
+# ---- configuration ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InsightsConfig:
+    """What the insight queries need from the settings: where the ops table is, how long to wait."""
+
+    database: str
+    table: str = "ops"
+    timeout_s: float = API_QUERY_TIMEOUT_S
+    retry_after_s: int = 5
+
+    def __post_init__(self) -> None:
+        for what, name in (("OPSLAKE_GLUE_DATABASE", self.database), ("OPSLAKE_OPS_TABLE", self.table)):
+            if not _IDENTIFIER.match(name):
+                raise ConfigurationError(
+                    f"{what} must be a plain identifier (letters, digits, _), got {name!r}"
+                )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> InsightsConfig:
+        return cls(
+            database=settings.glue_database,
+            table=settings.ops_table,
+            timeout_s=min(settings.query_timeout_s, API_QUERY_TIMEOUT_S),
+            retry_after_s=settings.queue_retry_after_s,
+        )
+
+    @property
+    def table_ref(self) -> str:
+        return f'"{self.database}"."{self.table}"'
+
+
+# ---- validated parameters -----------------------------------------------------------------------
+def parse_hours(raw: str | None, *, default: int) -> int:
+    """The ``hours`` query parameter: a whole number from 1 to 168, ``default`` when absent."""
+    if raw is None or raw == "":
+        return default
+    if not _WHOLE_NUMBER.match(raw) or not 1 <= int(raw) <= MAX_WINDOW_HOURS:
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise BadRequestError(
+            f"hours must be a whole number of hours from 1 to {MAX_WINDOW_HOURS} (got {shown!r}); "
+            f"leave it out for the default of {default}",
+            detail={"parameter": "hours", "min": 1, "max": MAX_WINDOW_HOURS, "default": default},
+        )
+    return int(raw)
+
+
+def validate_agent_id(raw: str | None) -> str:
+    """An agent id as op records store it: 1–200 characters, no whitespace at either end."""
+    try:
+        return _ID_ADAPTER.validate_python(raw)
+    except ValidationError:
+        raise BadRequestError(
+            f"agent_id must be 1 to {MAX_ID_CHARS} characters with no leading or trailing whitespace "
+            "(the same rule as agent_id in an op)",
+            detail={"parameter": "agent_id"},
+        ) from None
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a SQL string literal (single quotes doubled; Athena and DuckDB have no backslash escapes)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+# ---- the window ---------------------------------------------------------------------------------
+def make_window(now: datetime, hours: int) -> Window:
+    """[now − hours, now] in UTC, to the millisecond (the lake's precision)."""
+    if not 1 <= hours <= MAX_WINDOW_HOURS:
+        raise ValueError(f"hours out of range: {hours}")
+    end = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(UTC)
+    end = end.replace(microsecond=end.microsecond // 1000 * 1000)
+    return Window(hours=hours, start=end - timedelta(hours=hours), end=end)
+
+
+def window_predicate(window: Window) -> str:
+    """WHERE terms selecting ops ingested in the window, pruning on the ``dt``/``hour`` partitions.
+
+    ``dt`` and ``hour`` are zero-padded strings of ``ingested_at`` (UTC), so string comparison
+    orders them; the first day is cut at the start hour, and ``ingested_at`` cuts the first hour.
+    """
+    start, end = window.start, window.end
+    start_dt, start_hour, end_dt = start.strftime("%Y-%m-%d"), start.strftime("%H"), end.strftime("%Y-%m-%d")
+    edge = f"{start:%Y-%m-%d %H:%M:%S}.{start.microsecond // 1000:03d}"
+    return (
+        f"dt >= '{start_dt}' AND dt <= '{end_dt}' AND (dt > '{start_dt}' OR hour >= '{start_hour}') "
+        f"AND ingested_at >= TIMESTAMP '{edge}'"
+    )
+
+
+# ---- SQL ----------------------------------------------------------------------------------------
+def stats_sql(config: InsightsConfig, window: Window) -> str:
+    """One scan, three groupings: the total, each source, each endpoint."""
+    return f"""SELECT
+  CASE grouping(source, endpoint) WHEN 3 THEN 'total' WHEN 1 THEN 'source' ELSE 'endpoint' END AS kind,
+  source,
+  endpoint,
+  count(*) AS ops,
+  count_if(NOT success) AS failures,
+  approx_percentile(duration_ms, 0.95) AS p95_duration_ms
+FROM {config.table_ref}
+WHERE {window_predicate(window)}
+GROUP BY GROUPING SETS ((), (source), (endpoint))"""
+
+
+# Columns of the profile query, with the type each part leaves NULL.
+_PROFILE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("ops", "bigint"),
+    ("successes", "bigint"),
+    ("p95_duration_ms", "double"),
+    ("op_id", "varchar"),
+    ("ts", "timestamp"),
+    ("endpoint", "varchar"),
+    ("success", "boolean"),
+    ("duration_ms", "double"),
+    ("error_type", "varchar"),
+    ("error", "varchar"),
+)
+
+
+def _select(part: str, values: Mapping[str, str]) -> str:
+    """A SELECT list of every profile column: the given expressions, typed NULLs elsewhere."""
+    items = [f"'{part}' AS part"] + [
+        f"{values[name]} AS {name}" if name in values else f"CAST(NULL AS {sql_type}) AS {name}"
+        for name, sql_type in _PROFILE_COLUMNS
+    ]
+    return "SELECT " + ", ".join(items)
+
+
+def profile_sql(config: InsightsConfig, window: Window, agent_id: str) -> str:
+    """One query, three parts (``part`` says which): the summary, the top errors, the recent ops."""
+    agent_id = validate_agent_id(agent_id)
+    summary = _select(
+        "summary",
+        {
+            "ops": "count(*)",
+            "successes": "count_if(success)",
+            "p95_duration_ms": "approx_percentile(duration_ms, 0.95)",
+        },
+    )
+    errors = _select("error", {"ops": "count(*)", "error_type": "error_type", "error": "max_by(error, ts)"})
+    recent = _select(
+        "recent",
+        {c: c for c in ("op_id", "ts", "endpoint", "success", "duration_ms", "error_type")},
+    )
+    return f"""WITH scoped AS (
+  SELECT op_id, ts, endpoint, success, duration_ms, error_type, error
+  FROM {config.table_ref}
+  WHERE {window_predicate(window)} AND agent_id = {sql_string(agent_id)}
+)
+{summary} FROM scoped
+UNION ALL
+SELECT * FROM ({errors} FROM scoped WHERE NOT success
+  GROUP BY error_type ORDER BY count(*) DESC, error_type LIMIT {TOP_ERRORS})
+UNION ALL
+SELECT * FROM ({recent} FROM scoped ORDER BY ts DESC, op_id DESC LIMIT {RECENT_OPS})"""
+
+
+# ---- running a query ----------------------------------------------------------------------------
+def run_query(engine: QueryEngine, sql: str, *, what: str, config: InsightsConfig) -> QueryResult:
+    """Run ``sql``; engine failures become 502, timeouts and throttling 503 with Retry-After."""
+    started = time.monotonic()
+    try:
+        result = engine.run(sql, timeout_s=config.timeout_s)
+    except (QueryFailedError, UnsupportedSqlError) as exc:
+        logger.error(
+            "insight query failed", what=what, engine=engine.name, query_id=exc.query_id, reason=exc.message
+        )
+        raise QueryEngineFailedError(
+            f"the query engine failed while computing {what}; this is a service problem, not your request",
+            detail={"query_id": exc.query_id} if exc.query_id else None,
+        ) from exc
+    except QueryError as exc:  # timed out, throttled or unreachable: worth retrying
+        logger.warning("insight query unavailable", what=what, engine=engine.name, reason=exc.message)
+        raise QueryUnavailableError(
+            f"the query engine did not answer {what} in time; retry in {config.retry_after_s} s "
+            "or ask for fewer hours",
+            retry_after_s=config.retry_after_s,
+            detail={"query_id": exc.query_id} if exc.query_id else None,
+        ) from exc
+    logger.info(
+        "insight query done",
+        what=what,
+        engine=result.engine,
+        query_id=result.query_id,
+        rows=len(result.rows),
+        bytes_scanned=result.bytes_scanned,
+        elapsed_ms=round((time.monotonic() - started) * 1000),
+    )
+    return result
+
+
+# ---- shaping answers ----------------------------------------------------------------------------
+def _utc(value: Any) -> datetime:
+    """A result timestamp as an aware UTC datetime (Athena returns naive UTC, DuckDB may return aware)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a timestamp, got {type(value).__name__}")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _rate(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+def _ms(value: Any) -> float | None:
+    return None if value is None else round(float(value), 3)
+
+
+def _breakdown(row: Mapping[str, Any], name_column: str) -> Breakdown:
+    ops, failures = int(row["ops"]), int(row["failures"] or 0)
+    return Breakdown(
+        name=str(row[name_column]),
+        ops=ops,
+        failures=failures,
+        failure_rate=_rate(failures, ops),
+        p95_duration_ms=_ms(row["p95_duration_ms"]),
+    )
+
+
+def stats_from_result(result: QueryResult, window: Window, *, generated_at: datetime) -> StatsAnswer:
+    """The /stats answer from the stats query's rows (an empty lake gives zeros, not an error)."""
+    total: Mapping[str, Any] = {"ops": 0, "failures": 0, "p95_duration_ms": None}
+    sources: list[Breakdown] = []
+    endpoints: list[Breakdown] = []
+    for row in result.records():
+        if row["kind"] == "total":
+            total = row
+        elif row["kind"] == "source":
+            sources.append(_breakdown(row, "source"))
+        elif row["kind"] == "endpoint":
+            endpoints.append(_breakdown(row, "endpoint"))
+
+    def busiest(b: Breakdown) -> tuple[int, int, str]:
+        return (-b.ops, -b.failures, b.name)
+
+    ops, failures = int(total["ops"] or 0), int(total["failures"] or 0)
+    endpoints.sort(key=busiest)
+    return StatsAnswer(
+        window=window,
+        ops=ops,
+        successes=ops - failures,
+        failures=failures,
+        failure_rate=_rate(failures, ops),
+        p95_duration_ms=_ms(total["p95_duration_ms"]),
+        by_source=sorted(sources, key=busiest),
+        by_endpoint=endpoints[:MAX_ENDPOINTS],
+        endpoints_omitted=max(0, len(endpoints) - MAX_ENDPOINTS),
+        engine=result.engine,
+        generated_at=generated_at,
+        cached=False,
+    )
+
+
+def profile_from_result(
+    result: QueryResult, window: Window, agent_id: str, *, generated_at: datetime
+) -> ProfileAnswer:
+    """The /profile answer from the profile query's rows; 404 when the agent has no op in the window."""
+    rows = result.records()
+    summary = next((r for r in rows if r["part"] == "summary"), None)
+    if summary is None or not summary["ops"]:
+        raise NotFoundError(
+            f"no ops were found for agent {agent_id!r} in the last {window.hours} hours "
+            f"(since {window.start:%Y-%m-%dT%H:%M:%SZ}); check the id or ask for more hours "
+            f"(up to {MAX_WINDOW_HOURS})",
+            detail={"agent_id": agent_id, "hours": window.hours},
+        )
+    errors = sorted(
+        (r for r in rows if r["part"] == "error"),
+        key=lambda r: (-int(r["ops"]), r["error_type"] is None, r["error_type"] or ""),
+    )
+    recent = sorted(
+        (r for r in rows if r["part"] == "recent"), key=lambda r: (_utc(r["ts"]), r["op_id"]), reverse=True
+    )
+    ops, successes = int(summary["ops"]), int(summary["successes"] or 0)
+    return ProfileAnswer(
+        agent_id=agent_id,
+        window=window,
+        ops=ops,
+        successes=successes,
+        failures=ops - successes,
+        success_rate=_rate(successes, ops),
+        p95_duration_ms=_ms(summary["p95_duration_ms"]),
+        top_errors=[
+            ErrorSummary(error_type=r["error_type"], count=int(r["ops"]), sample_error=r["error"])
+            for r in errors[:TOP_ERRORS]
+        ],
+        recent_ops=[
+            RecentOp(
+                op_id=r["op_id"],
+                ts=_utc(r["ts"]),
+                endpoint=r["endpoint"],
+                success=bool(r["success"]),
+                duration_ms=float(r["duration_ms"]),
+                error_type=r["error_type"],
+            )
+            for r in recent[:RECENT_OPS]
+        ],
+        engine=result.engine,
+        generated_at=generated_at,
+    )
+
+
+# ---- the container cache ------------------------------------------------------------------------
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class TtlCache(Generic[K, V]):
+    """A small per-container cache whose entries expire ``ttl_s`` after they were stored."""
+
+    def __init__(
+        self,
+        ttl_s: float = STATS_CACHE_TTL_S,
+        *,
+        max_entries: int = 32,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ttl_s = ttl_s
+        self._max_entries = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if self._clock() - entry[0] >= self._ttl_s:
+                del self._entries[key]
+                return None
+            return entry[1]
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = (self._clock(), value)
+            while len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+
+
+# ---- the two operations -------------------------------------------------------------------------
+def get_stats(
+    engine: QueryEngine,
+    *,
+    config: InsightsConfig,
+    hours: str | None,
+    cache: TtlCache[int, StatsAnswer] | None = None,
+    now: datetime | None = None,
+) -> StatsAnswer:
+    """``GET /stats?hours=N``: served from ``cache`` for a few seconds, else one query."""
+    window_hours = parse_hours(hours, default=DEFAULT_STATS_HOURS)
+    if cache is not None and (hit := cache.get(window_hours)) is not None:
+        return hit.model_copy(update={"cached": True})
+    now = now or now_utc()
+    window = make_window(now, window_hours)
+    result = run_query(engine, stats_sql(config, window), what="the stats", config=config)
+    answer = stats_from_result(result, window, generated_at=now)
+    if cache is not None:
+        cache.put(window_hours, answer)
+    return answer
+
+
+def get_profile(
+    engine: QueryEngine,
+    *,
+    config: InsightsConfig,
+    agent_id: str | None,
+    hours: str | None,
+    now: datetime | None = None,
+) -> ProfileAnswer:
+    """``GET /profile/{agent_id}?hours=N``: one query; 404 for an agent with no ops in the window."""
+    agent = validate_agent_id(agent_id)
+    window_hours = parse_hours(hours, default=DEFAULT_PROFILE_HOURS)
+    now = now or now_utc()
+    window = make_window(now, window_hours)
+    result = run_query(
+        engine, profile_sql(config, window, agent), what=f"the profile of {agent!r}", config=config
+    )
+    return profile_from_result(result, window, agent, generated_at=now)

@@ -1,0 +1,88 @@
+"""Answers of ``GET /stats`` and ``GET /profile/{agent_id}``: what the lake says about recent ops."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: The longest window either endpoint accepts (7 days): bounds the partitions a query may read.
+MAX_WINDOW_HOURS = 168
+DEFAULT_STATS_HOURS = 24
+DEFAULT_PROFILE_HOURS = 168
+#: Rows of the by-endpoint breakdown served at most (busiest first); the rest are counted.
+MAX_ENDPOINTS = 100
+TOP_ERRORS = 5
+RECENT_OPS = 10
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Window(_Answer):
+    """The time window an answer covers: ops whose ``ingested_at`` is in [start, end]."""
+
+    hours: int = Field(ge=1, le=MAX_WINDOW_HOURS)
+    start: datetime
+    end: datetime
+
+
+class Breakdown(_Answer):
+    """Ops of one source or one endpoint in the window."""
+
+    name: str
+    ops: int = Field(ge=0)
+    failures: int = Field(ge=0)
+    failure_rate: float = Field(ge=0, le=1)
+    p95_duration_ms: float | None = Field(description="approximate 95th percentile of duration_ms")
+
+
+class StatsAnswer(_Answer):
+    """``GET /stats``: every op of every agent in the window, in total and by source and endpoint."""
+
+    window: Window
+    ops: int = Field(ge=0)
+    successes: int = Field(ge=0)
+    failures: int = Field(ge=0)
+    failure_rate: float = Field(ge=0, le=1)
+    p95_duration_ms: float | None
+    by_source: list[Breakdown]
+    by_endpoint: list[Breakdown]
+    endpoints_omitted: int = Field(ge=0, description=f"endpoints beyond the busiest {MAX_ENDPOINTS}")
+    engine: str
+    generated_at: datetime
+    cached: bool = Field(description="served from this container's short-lived cache")
+
+
+class ErrorSummary(_Answer):
+    """One kind of failure of an agent: how often, and its most recent error text."""
+
+    error_type: str | None = Field(description="null for failures reported without an error_type")
+    count: int = Field(ge=1)
+    sample_error: str | None
+
+
+class RecentOp(_Answer):
+    op_id: str
+    ts: datetime
+    endpoint: str
+    success: bool
+    duration_ms: float
+    error_type: str | None
+
+
+class ProfileAnswer(_Answer):
+    """``GET /profile/{agent_id}``: one agent's ops in the window."""
+
+    agent_id: str
+    window: Window
+    ops: int = Field(ge=1)
+    successes: int = Field(ge=0)
+    failures: int = Field(ge=0)
+    success_rate: float = Field(ge=0, le=1)
+    p95_duration_ms: float | None
+    top_errors: list[ErrorSummary] = Field(max_length=TOP_ERRORS)
+    recent_ops: list[RecentOp] = Field(max_length=RECENT_OPS, description="most recent first (by ts)")
+    engine: str
+    generated_at: datetime

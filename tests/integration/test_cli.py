@@ -1,0 +1,200 @@
+"""The ``opslake`` CLI in-process against a running local stack (state file in tmp_path):
+API keys that the local API Gateway honours, SQL and analyst queries on the embedded engine,
+and a clear error when no stack runs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from opslake_local.cli import main
+from opslake_local.drain import Drainer
+from opslake_local.http import LocalApi
+from opslake_local.stack import QUIET_ENV, LocalStack
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Running:
+    stack: LocalStack
+    api: LocalApi
+    drainer: Drainer
+    http: httpx.Client
+    state: Path
+
+    def cli(self, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(["--state", str(self.state), *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    def post(self, key: str, **op: object) -> httpx.Response:
+        body = {"endpoint": "tool:cli", "success": True, "duration_ms": 12.5, **op}
+        return self.http.post("/events", json=body, headers={"x-api-key": key})
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    state = tmp_path_factory.mktemp("cli") / "local.json"
+    with LocalStack(env_overrides=QUIET_ENV) as stack:
+        invoker = stack.invoker()
+        api = LocalApi(stack, invoker, key_max_age_s=0)  # see every revoke at once
+        base_url = api.start()
+        state.write_text(json.dumps({"api_url": base_url, **stack.describe(), "pid": os.getpid()}))
+        try:
+            with httpx.Client(base_url=base_url, timeout=30) as client:
+                yield Running(stack, api, Drainer(stack, invoker), client, state)
+        finally:
+            api.stop()
+
+
+def _created_key(out: str) -> str:
+    match = re.search(r"^x-api-key: (\S+)$", out, re.MULTILINE)
+    assert match, out
+    return match.group(1)
+
+
+def test_keys_create_list_revoke(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = running.cli(capsys, "keys", "create", "runtime-cli")
+    assert code == 0 and "runtime-cli" in out and "only this once" in out
+    key = _created_key(out)
+
+    answer = running.post(key, op_id="cli-1")
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["accepted"] == ["cli-1"]
+
+    code, out, _ = running.cli(capsys, "keys", "list")
+    assert code == 0 and "runtime-cli" in out and key not in out  # values are never listed
+    code, out, _ = running.cli(capsys, "keys", "list", "--format", "json")
+    names = [k["name"] for k in json.loads(out)]
+    assert "runtime-cli" in names and "local-agent" in names
+
+    code, out, _ = running.cli(capsys, "keys", "revoke", "runtime-cli")
+    assert code == 0 and "revoked 1" in out
+    code, out, _ = running.cli(capsys, "keys", "list", "--format", "json")
+    assert "runtime-cli" not in [k["name"] for k in json.loads(out)]
+    # A local API started now (an empty key cache) refuses the revoked key.
+    fresh = LocalApi(running.stack, running.stack.invoker())
+    with httpx.Client(base_url=fresh.start(), timeout=30) as client:
+        try:
+            answer = client.post(
+                "/events",
+                json={"endpoint": "x", "success": True, "duration_ms": 1},
+                headers={"x-api-key": key},
+            )
+        finally:
+            fresh.stop()
+    assert answer.status_code == 403
+
+    code, _, err = running.cli(capsys, "keys", "revoke", "runtime-cli")
+    assert code == 1 and "no API key named 'runtime-cli'" in err
+
+
+def test_a_key_revoked_while_the_api_runs_is_refused(
+    running: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = running.cli(capsys, "keys", "create", "runtime-brief")
+    key = _created_key(out)
+    assert running.post(key).status_code == 202
+    assert running.cli(capsys, "keys", "revoke", "runtime-brief")[0] == 0
+    assert running.post(key).status_code == 403
+
+
+def test_query_json_and_csv(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = running.cli(capsys, "keys", "create", "runtime-query")
+    key = _created_key(out)
+    for i in range(3):
+        assert (
+            running.post(key, op_id=f"q-{i}", success=i != 1, duration_ms=10.0 * (i + 1)).status_code == 202
+        )
+    running.drainer.drain()
+
+    sql = (
+        "SELECT reporter_id, count(*) AS ops, count_if(NOT success) AS failures FROM ops "
+        "WHERE reporter_id = 'runtime-query' GROUP BY reporter_id"
+    )
+    code, out, err = running.cli(capsys, "query", sql, "--format", "json")
+    assert code == 0, err
+    assert json.loads(out) == [{"reporter_id": "runtime-query", "ops": 3, "failures": 1}]
+
+    code, out, err = running.cli(capsys, "query", sql, "--format", "csv")
+    assert code == 0, err
+    assert list(csv.reader(io.StringIO(out))) == [
+        ["reporter_id", "ops", "failures"],
+        ["runtime-query", "3", "1"],
+    ]
+
+    code, out, err = running.cli(capsys, "query", sql)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["reporter_id", "ops", "failures"] and set(lines[1]) <= {"-", " "}
+    assert lines[2].split() == ["runtime-query", "3", "1"] and "(1 row, embedded)" in out
+
+
+def test_a_failing_query_says_why(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = running.cli(capsys, "query", "SELECT no_such_column FROM ops")
+    assert code == 1 and out == ""
+    assert err.startswith("error: query failed:") and "no_such_column" in err
+
+
+def test_queries_list_and_run(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
+    names = sorted(p.stem for p in (ROOT / "queries").glob("*.sql"))
+    code, out, _ = running.cli(capsys, "queries", "list")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()[2:]] == names
+    code, out, _ = running.cli(capsys, "queries", "list", "--format", "json")
+    assert [q["name"] for q in json.loads(out)] == names and all(q["description"] for q in json.loads(out))
+
+    code, out, err = running.cli(capsys, "queries", "run", "ops_by_source", "--format", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows and {"source", "reporter_id", "ops", "failures"} <= set(rows[0])
+
+    code, _, err = running.cli(capsys, "queries", "run", "nope")
+    assert code == 2 and "no query 'nope'" in err and "ops_by_source" in err
+
+
+def test_schedule_run_names_the_scheduled_functions(
+    running: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = running.cli(capsys, "schedule", "run", "EventsFunction")
+    assert code == 2 and "no Schedule/ScheduleV2 event" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["query", "SELECT 1"],
+        ["queries", "run", "ops_by_source"],
+        ["keys", "list"],
+        ["keys", "create", "x"],
+        ["schedule", "run", "AnyFunction"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_no_running_stack_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code = main(["--state", str(tmp_path / "missing.json"), *argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert "no local stack is running" in err and "opslake local up" in err
+
+
+def test_a_stale_state_file_is_no_running_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stale = tmp_path / "local.json"
+    stale.write_text(json.dumps({"moto_endpoint": "http://127.0.0.1:9", "environment": {}}))
+    assert main(["--state", str(stale), "query", "SELECT 1"]) == 2
+    assert "does not answer" in capsys.readouterr().err
