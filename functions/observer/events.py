@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-import boto3
+import boto3  # noqa: F401  (imported during init, when Lambda gives more CPU, not on the first request)
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from opslake import runtime
 from opslake.api import create_resolver, json_response
 from opslake.config import get_settings
 from opslake.errors import InvalidOpsError, ServiceUnavailableError
-from opslake.identity import KeyNameResolver, apigateway_key_lookup, caller_key_id
+from opslake.identity import caller_key_id
 from opslake.ingest import ingest
 from opslake.models import now_utc
 from opslake.observability import MetricUnit, logger, metrics
-from opslake.queue import SqsOpsQueue
 from opslake.tracing import tracer
 
 settings = get_settings()
@@ -24,26 +22,14 @@ settings.require("ops_queue_url")
 app = create_resolver()
 
 
-@lru_cache(maxsize=1)
-def _queue() -> SqsOpsQueue:
-    return SqsOpsQueue(boto3.client("sqs"), settings.ops_queue_url)
-
-
-@lru_cache(maxsize=1)
-def _key_names() -> KeyNameResolver:
-    return KeyNameResolver(
-        apigateway_key_lookup(boto3.client("apigateway")) if settings.resolve_key_names else None
-    )
-
-
 @app.post("/events")
 def post_events() -> Response:
-    reporter_id = _key_names().name_of(caller_key_id(app.current_event.raw_event["requestContext"]))
+    reporter_id = runtime.key_names().name_of(caller_key_id(app.current_event.raw_event["requestContext"]))
     try:
         result = ingest(
             app.current_event.decoded_body,
             reporter_id=reporter_id,
-            queue=_queue(),
+            queue=runtime.ops_queue(),
             received_at=now_utc(),
             retry_after_s=settings.queue_retry_after_s,
         )

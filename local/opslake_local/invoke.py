@@ -89,6 +89,12 @@ def reset_shared_caches() -> None:
     get_settings = getattr(config, "get_settings", None)
     if get_settings is not None and hasattr(get_settings, "cache_clear"):
         get_settings.cache_clear()
+    runtime = sys.modules.get("opslake.runtime")
+    if runtime is not None:
+        runtime.reset()  # clients built for an earlier stack point at its (stopped) moto server
+    gateway = sys.modules.get("opslake.gateway")
+    if gateway is not None:
+        gateway.query_engine.cache_clear()
 
 
 def load_handler(

@@ -42,7 +42,21 @@ class Settings(BaseModel):
     athena_workgroup: str = Field(
         default="", description="Athena workgroup (enforces result location, cutoff)"
     )
+    datasets: str = Field(
+        default="workers,placements",
+        pattern=r"^[a-z][a-z0-9_]*(,[a-z][a-z0-9_]*)*$",
+        description="comma-separated Glue tables of the sample datasets the gateway tools expose",
+    )
     query_timeout_s: float = Field(default=60.0, gt=0, le=900, description="longest a query may run")
+
+    @property
+    def dataset_tables(self) -> list[str]:
+        return self.datasets.split(",")
+
+    @property
+    def allowed_tables(self) -> list[str]:
+        """What agents may read with SQL and describe: the datasets and opslake's own tables."""
+        return [*self.dataset_tables, self.ops_table]
 
     def require(self, *names: str) -> None:
         """Fail loudly when a function starts without a setting it cannot work without."""

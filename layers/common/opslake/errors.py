@@ -90,6 +90,10 @@ class QueryUnavailableError(ServiceUnavailableError):
     code = "query_unavailable"
 
 
+class InternalError(OpslakeError):
+    """A bug or an unexpected failure in opslake itself (details go to the log, not the client)."""
+
+
 class ConfigurationError(OpslakeError):
     """The function was deployed without a setting it needs: an operator's problem, not a client's."""
 

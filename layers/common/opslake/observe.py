@@ -1,0 +1,194 @@
+"""Every gateway tool call becomes an op record: the observation middleware.
+
+``observe(app, ...)`` installs a Powertools middleware on a tool's resolver. For each call it
+times the work, notes what the agent asked (method, path, query and body: redacted and
+truncated by the op record contract), what came back (``output_summary`` such as "12 rows", set
+by the route with :func:`summarize`) and whether it failed (any 4xx/5xx, with the error's stable
+code as ``error_type`` and its message as ``error``), and sends one op record to the ops queue.
+
+Observation never fails the agent's call: if the record cannot be built or enqueued, the whole
+record is written as one structured log line (recoverable from CloudWatch Logs) and the metric
+``ObservationsLost`` counts it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+
+from opslake.api import as_opslake_error
+from opslake.identity import KeyNameResolver, caller_key_id
+from opslake.models.ops import MAX_SUMMARY_CHARS, OpInput, QueuedOp, now_utc
+from opslake.observability import MetricUnit, logger, metrics
+from opslake.queue import OpsQueue
+
+# Optional request headers an agent may send to tie its calls together in the lake.
+SESSION_HEADER = "x-opslake-session-id"
+TRACE_HEADER = "x-opslake-trace-id"
+TASK_CLASS_HEADER = "x-opslake-task-class"
+
+_OUTPUT_SUMMARY = "opslake_output_summary"
+_ATTRIBUTES = "opslake_attributes"
+
+
+def summarize(
+    app: APIGatewayRestResolver, output_summary: str, **attributes: str | int | float | bool
+) -> None:
+    """Called by a route: what its answer amounted to ("12 rows", "3 matches"), plus attributes."""
+    app.append_context(**{_OUTPUT_SUMMARY: output_summary, _ATTRIBUTES: attributes})
+
+
+def describe_request(method: str, path: str, query: dict[str, str] | None, body: str | None) -> str:
+    """A compact, bounded text of what the agent asked (redaction and truncation happen later)."""
+    text = f"{method} {path}"
+    if query:
+        text += "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
+    if body:
+        with contextlib.suppress(ValueError):  # compact JSON: spend the characters on content
+            body = json.dumps(json.loads(body), separators=(",", ":"), ensure_ascii=False)
+        text += " " + body
+    return text[: MAX_SUMMARY_CHARS * 2]
+
+
+def build_record(
+    *,
+    endpoint: str,
+    reporter_id: str,
+    started_at: datetime,
+    duration_ms: float,
+    status: int,
+    request_text: str,
+    headers: dict[str, str],
+    output_summary: str | None,
+    attributes: dict[str, Any],
+    error_code: str | None,
+    error_message: str | None,
+) -> QueuedOp:
+    """The op record of one call (pure: no I/O), through the same contract as ``POST /events``."""
+    success = status < 400
+    fields: dict[str, Any] = {
+        "endpoint": endpoint,
+        "source": "gateway",
+        "success": success,
+        "duration_ms": round(duration_ms, 3),
+        "input_summary": request_text,
+        "output_summary": output_summary or f"HTTP {status}",
+        "attributes": {"http_status": status, **attributes},
+        "session_id": headers.get(SESSION_HEADER) or None,
+        "trace_id": headers.get(TRACE_HEADER) or None,
+        "task_class": headers.get(TASK_CLASS_HEADER) or None,
+    }
+    if not success:
+        fields["error_type"] = error_code or f"http_{status}"
+        fields["error"] = error_message or f"HTTP {status}"
+    try:
+        op = OpInput.model_validate(fields)
+    except ValueError:
+        # A bad optional header must not cost the record: drop what the agent supplied.
+        for name in ("session_id", "trace_id", "task_class"):
+            fields[name] = None
+        op = OpInput.model_validate(fields)
+    return op.to_queued(reporter_id=reporter_id, received_at=started_at)
+
+
+class Observer:
+    """The middleware; its queue and key-name resolver are built lazily, once per container."""
+
+    def __init__(
+        self,
+        queue_factory: Callable[[], OpsQueue],
+        key_names_factory: Callable[[], KeyNameResolver],
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._queue_factory = queue_factory
+        self._key_names_factory = key_names_factory
+        self._clock = clock
+
+    def __call__(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response:
+        started_at = now_utc()
+        start = self._clock()
+        error: Exception | None = None
+        response: Response | None = None
+        try:
+            response = next_middleware(app)
+        except Exception as exc:  # recorded, then re-raised to the one error mapping
+            error = exc
+        duration_ms = (self._clock() - start) * 1000
+        try:
+            self._record(app, started_at, duration_ms, response, error)
+        except Exception as exc:  # observation must never fail the call
+            logger.exception("observation failed", error=str(exc))
+            metrics.add_metric(name="ObservationsLost", unit=MetricUnit.Count, value=1)
+        if error is not None:
+            raise error
+        assert response is not None
+        return response
+
+    def _record(
+        self,
+        app: APIGatewayRestResolver,
+        started_at: datetime,
+        duration_ms: float,
+        response: Response | None,
+        error: Exception | None,
+    ) -> None:
+        event = app.current_event
+        error_code = error_message = None
+        if error is not None:
+            mapped = as_opslake_error(error, event.request_context.request_id)
+            status, error_code, error_message = mapped.status, mapped.code, mapped.message
+            if mapped is not error:  # an unexpected exception: keep its type for the analyzer
+                error_message = f"{type(error).__name__}: {error}"
+        else:
+            assert response is not None
+            status = response.status_code
+            if status >= 400 and isinstance(response.body, str):
+                error_code, error_message = _error_from_body(response.body)
+        headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+        reporter_id = self._key_names_factory().name_of(caller_key_id(event.raw_event["requestContext"]))
+        record = build_record(
+            endpoint=event.request_context.resource_path or event.path,
+            reporter_id=reporter_id,
+            started_at=started_at,
+            duration_ms=duration_ms,
+            status=status,
+            request_text=describe_request(
+                event.http_method, event.path, event.query_string_parameters, event.decoded_body
+            ),
+            headers=headers,
+            output_summary=app.context.get(_OUTPUT_SUMMARY),
+            attributes=app.context.get(_ATTRIBUTES) or {},
+            error_code=error_code,
+            error_message=error_message,
+        )
+        try:
+            self._queue_factory().send([record.to_message()])
+        except Exception as exc:
+            logger.error("op record not enqueued", error=str(exc), op_record=record.model_dump(mode="json"))
+            metrics.add_metric(name="ObservationsLost", unit=MetricUnit.Count, value=1)
+            return
+        metrics.add_metric(name="OpsObserved", unit=MetricUnit.Count, value=1)
+
+
+def _error_from_body(body: str) -> tuple[str | None, str | None]:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None, body[:MAX_SUMMARY_CHARS]
+    if isinstance(payload, dict):
+        return payload.get("error"), payload.get("message")
+    return None, None
+
+
+def observe(app: APIGatewayRestResolver, observer: Observer) -> APIGatewayRestResolver:
+    """Install the observation middleware on a tool's resolver (before any other middleware)."""
+    app.use(middlewares=[observer])
+    return app

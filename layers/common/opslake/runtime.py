@@ -1,0 +1,59 @@
+"""What a function builds once per container and reuses: clients, queue, key names, engine.
+
+Everything here is lazy (built on first use, inside an invocation) so that importing a handler
+stays cheap and tests can point the environment at moto before anything is created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache, lru_cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from opslake.config import get_settings
+from opslake.identity import KeyNameResolver, apigateway_key_lookup
+from opslake.queue import SqsOpsQueue
+
+
+@cache
+def client(service: str) -> Any:
+    import boto3
+
+    return boto3.client(service)  # type: ignore[call-overload]
+
+
+@lru_cache(maxsize=1)
+def ops_queue() -> SqsOpsQueue:
+    settings = get_settings()
+    settings.require("ops_queue_url")
+    return SqsOpsQueue(client("sqs"), settings.ops_queue_url)
+
+
+@lru_cache(maxsize=1)
+def key_names() -> KeyNameResolver:
+    lookup = apigateway_key_lookup(client("apigateway")) if get_settings().resolve_key_names else None
+    return KeyNameResolver(lookup)
+
+
+def reset() -> None:
+    """Forget everything built so far (tests and the local stack, after changing the environment)."""
+    for cached in (client, ops_queue, key_names):
+        cached.cache_clear()
+
+
+def api_handler(app: Any) -> Callable[[dict, LambdaContext], dict]:
+    """The Lambda entry point for a resolver, with the service's logging, tracing and metrics."""
+    from aws_lambda_powertools.logging import correlation_paths
+
+    from opslake.observability import logger, metrics
+    from opslake.tracing import tracer
+
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+    @tracer.capture_lambda_handler
+    @metrics.log_metrics
+    def handler(event: dict, context: LambdaContext) -> dict:
+        return app.resolve(event, context)
+
+    return handler
