@@ -111,6 +111,7 @@ class Observer:
         self._queue_factory = queue_factory
         self._key_names_factory = key_names_factory
         self._clock = clock
+        self.__name__ = "observe"  # Powertools names middlewares in its debug output
 
     def __call__(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response:
         started_at = now_utc()
