@@ -21,7 +21,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "out" / "bench" / "lambda-site"
-HANDLERS = ["functions/observer/events.py", "functions/observer/health.py"]
+HANDLERS = [
+    "functions/observer/events.py",
+    "functions/observer/health.py",
+    "functions/gateway/sql.py",
+    "functions/gateway/log.py",
+    "functions/gateway/playbooks.py",
+    "functions/gateway/model.py",
+]
 LOADER = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("handler_under_test", sys.argv[1])

@@ -382,6 +382,31 @@ def cmd_schedule_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dataset_load(args: argparse.Namespace) -> int:
+    """Write the staffing sample dataset (workers, placements) as Parquet to the stack's lake bucket."""
+    from opslake_local.dataset import load_dataset
+
+    if args.aws:
+        import boto3
+
+        bucket = _stack_outputs(args.stack_name, args.region).get("LakeBucketName")
+        if not bucket:
+            raise CliError(f"stack {args.stack_name!r} has no LakeBucketName output")
+        client, where = boto3.client("s3", region_name=args.region), f"stack {args.stack_name}"
+    else:
+        state = _require_stack(args)
+        bucket, where = str(state["bucket"]), f"local stack {state['moto_endpoint']}"
+        client = _local_client(state, "s3")
+    try:
+        loaded = load_dataset(client, bucket, seed=args.seed, workers=args.workers)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
+    for table in loaded:
+        print(f"{table.table}: {table.rows} rows -> s3://{bucket}/{table.key} ({table.bytes} bytes)")
+    print(f"loaded the staffing dataset (seed {args.seed}) into the {where}")
+    return 0
+
+
 # ---- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="opslake", description="opslake local tools (no Docker needed)")
@@ -471,6 +496,21 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_run = schedule.add_parser("run", help="send one EventBridge scheduled event to a function now")
     schedule_run.add_argument("function", help="logical id of a function with a Schedule event")
     schedule_run.set_defaults(func=cmd_schedule_run)
+
+    dataset = commands.add_parser("dataset", help="the staffing sample dataset").add_subparsers(
+        dest="dataset_command", required=True
+    )
+    dataset_load = dataset.add_parser(
+        "load", help="write workers and placements as Parquet to the lake bucket (local stack, or --aws)"
+    )
+    dataset_load.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
+    dataset_load.add_argument("--workers", type=int, default=3000, help="how many workers (default 3000)")
+    dataset_load.add_argument(
+        "--aws", action="store_true", help="the deployed stack's bucket, not the local one"
+    )
+    dataset_load.add_argument("--stack-name", default=DEFAULT_STACK_NAME, help="deployed stack (with --aws)")
+    dataset_load.add_argument("--region", default=None, help="AWS region (default: your configuration)")
+    dataset_load.set_defaults(func=cmd_dataset_load)
     return parser
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
+from opslake_local.dataset import load_dataset
 from opslake_local.invoke import Invoker, reset_shared_caches
 from opslake_local.template import Template, TemplateError, find_template
 
@@ -167,6 +168,7 @@ class LocalStack:
             self._apply_env(self._aws_env())
             self.provision()
             self._apply_env({**self.function_environment(), **self.local_environment(), **self.env_overrides})
+            load_dataset(self.client("s3"), self.bucket)  # the sample tables the gateway tools read
         except BaseException:
             self.stop()
             raise

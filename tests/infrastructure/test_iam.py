@@ -27,6 +27,13 @@ ALLOWED_MANAGED = {
     "HealthFunctionRole": {BASIC, XRAY},
     "StatsFunctionRole": {BASIC, XRAY},
     "ProfileFunctionRole": {BASIC, XRAY},
+    "SqlFunctionRole": {BASIC, XRAY},
+    "LogFunctionRole": {BASIC, XRAY},
+    "PlaybooksFunctionRole": {BASIC, XRAY},
+    "ModelFunctionRole": {BASIC, XRAY},
+    "TablesFunctionRole": {BASIC, XRAY},
+    "WorkerFunctionRole": {BASIC, XRAY},
+    "MatchFunctionRole": {BASIC, XRAY},
     # Added by SAM for the SQS event source (receive/delete/get attributes).
     "WriterFunctionRole": {BASIC, XRAY, "service-role/AWSLambdaSQSQueueExecutionRole"},
     "ApiGatewayCloudWatchRole": {"service-role/AmazonAPIGatewayPushToCloudWatchLogs"},
@@ -188,3 +195,109 @@ def test_query_functions_may_only_query_the_workgroup_and_read_the_lake(
     assert all("Condition" not in s for s in allowed if s is not listing)
     role_props = transformed["Resources"][role]["Properties"]
     assert {_policy_name(a) for a in role_props["ManagedPolicyArns"]} == {BASIC, XRAY}
+
+
+# ---- gateway tools: POST /sql, POST /log, GET /playbooks, GET /model ---------------------------
+# Every gateway tool enqueues its op record and resolves the caller's API key name.
+APIKEYS = {"Fn::Sub": "arn:${AWS::Partition}:apigateway:${AWS::Region}::/apikeys/*"}
+
+
+def _grants(transformed: dict[str, Any], role: str) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    allowed = [s for r, s in _statements(transformed) if r == role and s["Effect"] == "Allow"]
+    by_action: dict[str, list[Any]] = {}
+    for s in allowed:
+        for action in _as_list(s["Action"]):
+            by_action.setdefault(action, []).extend(_as_list(s["Resource"]))
+    return by_action, allowed
+
+
+def _pop_observation_grants(by_action: dict[str, list[Any]]) -> None:
+    assert by_action.pop("apigateway:GET") == [APIKEYS]
+    (sqs,) = by_action.pop("sqs:SendMessage*")
+    assert sqs["Fn::Sub"][1] == {"queueName": {"Fn::GetAtt": ["OpsQueue", "QueueName"]}}
+
+
+def test_sql_function_may_query_the_workgroup_read_datasets_and_ops_and_enqueue(
+    transformed: dict[str, Any],
+) -> None:
+    by_action, allowed = _grants(transformed, "SqlFunctionRole")
+    _pop_observation_grants(by_action)
+    expected = dict(QUERY_FUNCTION_GRANTS)
+    expected["s3:GetObject"] = [
+        {"Fn::Sub": "${LakeBucket.Arn}/datasets/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/ops/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"},
+    ]
+    assert by_action == expected
+    (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*", "ops/*", "athena-results/*"]}}
+
+
+def test_log_function_may_only_enqueue_and_read_api_keys(transformed: dict[str, Any]) -> None:
+    by_action, _ = _grants(transformed, "LogFunctionRole")
+    _pop_observation_grants(by_action)
+    assert by_action == {}
+
+
+@pytest.mark.parametrize(
+    ("role", "prefix"), [("PlaybooksFunctionRole", "playbooks"), ("ModelFunctionRole", "state")]
+)
+def test_snapshot_readers_may_only_read_their_prefix_and_enqueue(
+    transformed: dict[str, Any], role: str, prefix: str
+) -> None:
+    by_action, allowed = _grants(transformed, role)
+    _pop_observation_grants(by_action)
+    assert by_action == {
+        "s3:GetObject": [{"Fn::Sub": "${LakeBucket.Arn}/" + prefix + "/*"}],
+        "s3:ListBucket": [{"Fn::GetAtt": ["LakeBucket", "Arn"]}],
+    }
+    (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix + "/*"]}}
+    # No secrets: /model never reads the LLM's API key.
+    assert not [
+        a for s in allowed for a in _as_list(s["Action"]) if a.startswith(("ssm:", "secretsmanager:"))
+    ]
+
+
+# ---- data tools: GET /tables, GET /tables/{name}, GET /worker/{id}, POST /match -----------------
+def _data_tool_grants(
+    transformed: dict[str, Any], role: str
+) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """(resources by action, the Allow statements) of a data tool's role, after checking and
+    removing what every observed tool has: send to the ops queue, read API key names."""
+    allowed = [s for r, s in _statements(transformed) if r == role and s["Effect"] == "Allow"]
+    by_action: dict[str, list[Any]] = {}
+    for s in allowed:
+        for action in _as_list(s["Action"]):
+            by_action.setdefault(action, []).extend(_as_list(s["Resource"]))
+    assert by_action.pop("apigateway:GET") == [
+        {"Fn::Sub": "arn:${AWS::Partition}:apigateway:${AWS::Region}::/apikeys/*"}
+    ]
+    (sqs,) = by_action.pop("sqs:SendMessage*")
+    assert sqs["Fn::Sub"][1] == {"queueName": {"Fn::GetAtt": ["OpsQueue", "QueueName"]}}
+    role_props = transformed["Resources"][role]["Properties"]
+    assert {_policy_name(a) for a in role_props["ManagedPolicyArns"]} == {BASIC, XRAY}
+    return by_action, allowed
+
+
+def test_tables_function_may_only_get_tables_of_the_lake_database(transformed: dict[str, Any]) -> None:
+    by_action, allowed = _data_tool_grants(transformed, "TablesFunctionRole")
+    assert by_action == {"glue:GetTable": QUERY_FUNCTION_GRANTS["glue:GetTable"]}
+    assert all("Condition" not in s for s in allowed)
+
+
+@pytest.mark.parametrize("role", ["WorkerFunctionRole", "MatchFunctionRole"])
+def test_worker_and_match_may_query_the_workgroup_and_read_datasets_and_ops(
+    transformed: dict[str, Any], role: str
+) -> None:
+    by_action, allowed = _data_tool_grants(transformed, role)
+    expected = dict(QUERY_FUNCTION_GRANTS)
+    expected["s3:GetObject"] = [
+        {"Fn::Sub": "${LakeBucket.Arn}/datasets/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/ops/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"},
+    ]
+    assert by_action == expected
+    (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*", "ops/*", "athena-results/*"]}}
+    assert all("Condition" not in s for s in allowed if s is not listing)

@@ -44,6 +44,13 @@ def test_functions_run_python312_with_tracing_and_shared_environment(transformed
         "WriterFunction",
         "StatsFunction",
         "ProfileFunction",
+        "SqlFunction",
+        "LogFunction",
+        "PlaybooksFunction",
+        "ModelFunction",
+        "TablesFunction",
+        "WorkerFunction",
+        "MatchFunction",
     }
     for name, fn in fns.items():
         props = fn["Properties"]

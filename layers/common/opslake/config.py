@@ -48,6 +48,18 @@ class Settings(BaseModel):
         description="comma-separated Glue tables of the sample datasets the gateway tools expose",
     )
     query_timeout_s: float = Field(default=60.0, gt=0, le=900, description="longest a query may run")
+    playbooks_key: str = Field(
+        default="playbooks/current.json",
+        description="lake object holding the consolidator's current playbook snapshot (GET /playbooks)",
+    )
+    llm_provider: str = Field(default="openai-compatible", description="kind of LLM API the analyzer calls")
+    llm_base_url: str = Field(
+        default="", description="base URL of the LLM API (e.g. https://host/v1); empty = not configured"
+    )
+    llm_model: str = Field(default="", description="model name the analyzer asks for")
+    llm_api_key_parameter: str = Field(
+        default="", description="SSM parameter or Secrets Manager secret holding the LLM API key"
+    )
 
     @property
     def dataset_tables(self) -> list[str]:

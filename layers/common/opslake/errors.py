@@ -90,6 +90,51 @@ class QueryUnavailableError(ServiceUnavailableError):
     code = "query_unavailable"
 
 
+class SqlError(BadRequestError):
+    """The agent's SQL failed: refused by the engine (unknown column, syntax, …) or by the guard.
+
+    ``code`` is stable per kind of failure (``sql_column_not_found``, ``sql_syntax_error``, …) so the
+    analyzer can group failures; the message is the engine's own words, so the agent can fix its SQL.
+    """
+
+    code = "sql_failed"
+
+    def __init__(self, message: str, *, code: str | None = None, detail: Any = None) -> None:
+        super().__init__(message, detail=detail)
+        if code:
+            self.code = code
+
+
+class SqlRejectedError(SqlError):
+    """The read-only guard refused the SQL (not one query, or a table that is not allowed)."""
+
+    code = "sql_rejected"
+
+
+class SqlEngineError(BadGatewayError):
+    """The engine failed an agent's query for a reason of its own (storage, internal error)."""
+
+    code = "sql_engine_failed"
+
+    def __init__(self, message: str, *, code: str | None = None, detail: Any = None) -> None:
+        super().__init__(message, detail=detail)
+        if code:
+            self.code = code
+
+
+class SqlUnavailableError(QueryUnavailableError):
+    """An agent's query timed out or the engine was throttled: retry after ``Retry-After``."""
+
+    code = "sql_unavailable"
+
+    def __init__(
+        self, message: str, *, retry_after_s: int, code: str | None = None, detail: Any = None
+    ) -> None:
+        super().__init__(message, retry_after_s=retry_after_s, detail=detail)
+        if code:
+            self.code = code
+
+
 class InternalError(OpslakeError):
     """A bug or an unexpected failure in opslake itself (details go to the log, not the client)."""
 

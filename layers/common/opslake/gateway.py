@@ -13,8 +13,12 @@ from opslake.observe import Observer, observe
 from opslake.query.base import QueryEngine
 
 
-def create_tool_app(*, enable_validation: bool = True) -> APIGatewayRestResolver:
-    """A resolver whose every call becomes an op record (see :mod:`opslake.observe`)."""
+def create_tool_app(*, enable_validation: bool = False) -> APIGatewayRestResolver:
+    """A resolver whose every call becomes an op record (see :mod:`opslake.observe`).
+
+    Powertools' request validation runs before any middleware, so a request it refused would
+    leave no op record: tools validate inside the route with :mod:`opslake.bodies` instead.
+    """
     return observe(
         create_resolver(enable_validation=enable_validation), Observer(runtime.ops_queue, runtime.key_names)
     )

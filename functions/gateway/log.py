@@ -1,0 +1,88 @@
+"""POST /log: an agent writes down what it tried and how it went; it becomes an op record.
+
+The logged outcome is its own op record (``source`` ``agent_log``, ``event_kind`` ``log``, the
+agent's endpoint or ``/log``), distinct from the record the middleware writes for the call itself
+(``source`` ``gateway``); the call's record carries the logged record's id as ``logged_op_id``.
+"""
+
+from typing import Annotated, Literal
+
+from aws_lambda_powertools.event_handler import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from opslake import runtime
+from opslake.api import json_response
+from opslake.bodies import parse_body
+from opslake.config import get_settings
+from opslake.errors import BadRequestError, QueueError, ServiceUnavailableError
+from opslake.gateway import create_tool_app
+from opslake.identity import caller_key_id
+from opslake.models.ops import MAX_ID_CHARS, Id, OpInput, now_utc
+from opslake.observe import SESSION_HEADER, TRACE_HEADER, summarize
+
+settings = get_settings()
+settings.require("ops_queue_url")
+app = create_tool_app()
+MAX_TEXT_CHARS = 2_000
+
+
+class LogRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    operation: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description="what was attempted")]
+    approach: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS, description="how it was done")]
+    result: Literal["success", "failure", "lesson"]
+    context: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
+    task_class: Id | None = None
+    endpoint: Id | None = Field(default=None, description="the tool or route the outcome is about")
+    op_id: Id | None = Field(default=None, description="idempotency key; a ULID is assigned when missing")
+
+
+def log_record(body: LogRequest, headers: dict[str, str]) -> OpInput:
+    """The op record of a logged outcome (pure)."""
+    failed = body.result == "failure"
+    attributes: dict[str, str | int | float | bool] = {"operation": body.operation, "result": body.result}
+    if body.context:
+        attributes["context"] = body.context
+    return OpInput.model_validate(
+        {
+            "op_id": body.op_id,
+            "endpoint": body.endpoint or "/log",
+            "source": "agent_log",
+            "event_kind": "log",
+            "success": not failed,
+            "duration_ms": 0.0,
+            "task_class": body.task_class,
+            "session_id": headers.get(SESSION_HEADER) or None,
+            "trace_id": headers.get(TRACE_HEADER) or None,
+            "input_summary": f"{body.operation}: {body.approach}",
+            "output_summary": body.result + (f": {body.context}" if body.context else ""),
+            "error_type": "agent_reported_failure" if failed else None,
+            "error": (body.context or body.approach) if failed else None,
+            "attributes": attributes,
+        }
+    )
+
+
+@app.post("/log")
+def post_log() -> Response:
+    event = app.current_event
+    body = parse_body(LogRequest, event.decoded_body)
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    reporter_id = runtime.key_names().name_of(caller_key_id(event.raw_event["requestContext"]))
+    try:
+        record = log_record(body, headers).to_queued(reporter_id=reporter_id, received_at=now_utc())
+    except ValueError as exc:  # a bad session/trace header or an oversized record
+        raise BadRequestError(f"the log entry cannot be recorded: {exc}") from exc
+    try:
+        runtime.ops_queue().send([record.to_message()])
+    except QueueError as exc:
+        raise ServiceUnavailableError(
+            "the log entry was not recorded (the ops queue is unavailable); retry with the same op_id",
+            retry_after_s=settings.queue_retry_after_s,
+        ) from exc
+    summarize(app, f"logged {body.result}", logged_op_id=record.op_id)
+    return json_response(202, {"op_id": record.op_id})
+
+
+handler = runtime.api_handler(app)

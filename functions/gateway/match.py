@@ -1,0 +1,26 @@
+"""POST /match: workers in a role and place, ranked by how well their skills cover a free-text need."""
+
+from __future__ import annotations
+
+from opslake import runtime
+from opslake.config import get_settings
+from opslake.datasets.tools import match_workers, parse_match_request
+from opslake.gateway import create_tool_app, query_engine
+from opslake.insights import InsightsConfig
+from opslake.observe import summarize
+
+config = InsightsConfig.from_settings(get_settings())
+app = create_tool_app()
+
+
+@app.post("/match")
+def match() -> dict:
+    # Parsed in the route (not by route validation) so that a refused body is observed too.
+    request = parse_match_request(app.current_event.decoded_body)
+    answer = match_workers(query_engine(), config, request)
+    place = {k: v for k, v in (("city", request.city), ("state", request.state)) if v}
+    summarize(app, f"{answer.returned} matches", role=request.role or "", count=request.count, **place)
+    return answer.model_dump()
+
+
+handler = runtime.api_handler(app)

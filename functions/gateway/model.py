@@ -1,0 +1,72 @@
+"""GET /model: which LLM the analyzer diagnoses with, whether it answers, and how it has fared."""
+
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from opslake import runtime
+from opslake.config import get_settings
+from opslake.gateway import create_tool_app
+from opslake.models.llm import LlmState
+from opslake.observe import summarize
+from opslake.snapshots import CachedJsonObject, SnapshotUnavailableError
+
+settings = get_settings()
+settings.require("lake_bucket")
+app = create_tool_app()
+STATE_KEY = "state/llm.json"
+PROBE_TIMEOUT_S = 2.0
+PROBE_TTL_S = 60.0
+
+state = CachedJsonObject(
+    lambda: runtime.client("s3"), settings.lake_bucket, STATE_KEY, LlmState.model_validate
+)
+_probe: dict[str, Any] = {}
+
+
+def reachable(base_url: str, *, now: float | None = None) -> bool:
+    """Whether ``GET {base_url}/models`` gets any HTTP answer below 500 within 2 s (cached 60 s).
+
+    No API key is sent: a 401 still proves the endpoint is up, and the key never leaves its store.
+    """
+    now = time.monotonic() if now is None else now
+    if _probe.get("url") == base_url and now - _probe["at"] < PROBE_TTL_S:
+        return bool(_probe["ok"])
+    request = urllib.request.Request(base_url.rstrip("/") + "/models", method="GET")
+    try:
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
+            ok = response.status < 500
+    except urllib.error.HTTPError as exc:
+        ok = exc.code < 500
+    except (urllib.error.URLError, OSError, ValueError):
+        ok = False
+    _probe.update(url=base_url, at=now, ok=ok)
+    return ok
+
+
+@app.get("/model")
+def get_model() -> dict[str, Any]:
+    configured = bool(settings.llm_base_url and settings.llm_model)
+    try:
+        current: LlmState | None = state.get()
+    except SnapshotUnavailableError:
+        current = None  # the answer says the state is unknown rather than failing the call
+    llm_in_use = configured and current is not None and current.circuit_breaker != "open"
+    answer = {
+        "provider": settings.llm_provider,
+        "model": settings.llm_model or None,
+        "configured": configured,
+        "reachable": reachable(settings.llm_base_url) if configured else None,
+        "diagnoser": "llm" if llm_in_use else "heuristic",
+        "circuit_breaker": current.circuit_breaker if current else None,
+        "recent_error_rate": current.recent_error_rate if current else None,
+        "tokens_in_24h": current.tokens_in_24h if current else None,
+        "tokens_out_24h": current.tokens_out_24h if current else None,
+        "state_updated_at": current.updated_at.isoformat() if current else None,
+    }
+    summarize(app, f"{answer['diagnoser']} diagnoser, model {answer['model'] or 'not configured'}")
+    return answer
+
+
+handler = runtime.api_handler(app)

@@ -1,0 +1,50 @@
+"""POST /sql: one read-only Athena query over the allowed tables, at most ``limit`` rows back."""
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from opslake import runtime
+from opslake.bodies import parse_body
+from opslake.config import get_settings
+from opslake.gateway import create_tool_app, query_engine
+from opslake.observe import summarize
+
+settings = get_settings()
+app = create_tool_app()
+#: API Gateway gives up after 29 s; the query is cancelled before that.
+MAX_TIMEOUT_S = 25.0
+
+
+class SqlRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+    sql: Annotated[str, Field(min_length=1, max_length=20_000, description="one Athena SELECT/WITH query")]
+    limit: Annotated[int, Field(ge=1, le=10_000, description="most rows to return")] = 1_000
+
+
+@app.post("/sql")
+def run_sql() -> dict[str, Any]:
+    body = parse_body(SqlRequest, app.current_event.decoded_body)
+    # sqlglot (the guard) is imported on first use: only this function needs it.
+    from opslake.query.sqltool import run_sql as run
+
+    answer = run(
+        query_engine(),
+        body.sql,
+        limit=body.limit,
+        allowed_tables=settings.allowed_tables,
+        database=settings.glue_database,
+        timeout_s=min(settings.query_timeout_s, MAX_TIMEOUT_S),
+        retry_after_s=settings.queue_retry_after_s,
+    )
+    summarize(
+        app,
+        f"{answer['row_count']} rows" + (" (truncated)" if answer["truncated"] else ""),
+        tables=",".join(answer["tables"]),
+        bytes_scanned=answer["bytes_scanned"] or 0,
+    )
+    return answer
+
+
+handler = runtime.api_handler(app)
