@@ -28,29 +28,14 @@ from opslake_local.stack import QUIET_ENV, LocalStack
 from tests.conftest import load_event
 from tests.integration.conftest import BUCKET, DATABASE, Aws
 
+from ..fakes import FakeEngine
+
 pytestmark = pytest.mark.integration
 
 WORKER_COLUMNS = [
     "worker_id", "name", "role", "city", "state", "skills", "certifications", "availability",
     "years_experience", "rating", "hourly_rate",
 ]  # fmt: skip
-
-
-class FakeEngine(QueryEngine):
-    """Answers each query with the next canned result, or raises the canned error."""
-
-    name = "athena"
-
-    def __init__(self, *answers: QueryResult | Exception) -> None:
-        self.answers = list(answers)
-        self.sql: list[str] = []
-
-    def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
-        self.sql.append(sql)
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
 
 def _row(worker: dict[str, Any]) -> tuple[Any, ...]:

@@ -19,7 +19,6 @@ import pytest
 from opslake.models import QueuedOp
 from opslake.query.base import (
     Column,
-    QueryEngine,
     QueryError,
     QueryFailedError,
     QueryResult,
@@ -30,30 +29,12 @@ from opslake_local.http import LocalApi
 from opslake_local.stack import QUIET_ENV, LocalStack
 
 from ..conftest import api_event
+from ..fakes import FakeEngine
 from .conftest import BUCKET, Aws
 
 pytestmark = pytest.mark.integration
 
 Invoke = Callable[..., tuple[int, dict[str, str], dict[str, Any]]]
-
-
-class FakeEngine(QueryEngine):
-    """Answers each query with the next canned result or raises the canned error."""
-
-    name = "athena"
-
-    def __init__(self, *answers: QueryResult | Exception) -> None:
-        self.answers = list(answers)
-        self.sql: list[str] = []
-        self.timeouts: list[float] = []
-
-    def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
-        self.sql.append(sql)
-        self.timeouts.append(timeout_s)
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
 
 @pytest.fixture

@@ -24,6 +24,8 @@ from opslake_local.http import LocalApi
 from opslake_local.stack import QUIET_ENV, LocalStack
 from tests.conftest import load_event
 
+from ..fakes import FakeEngine
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,23 +41,6 @@ PROFILE_COLUMNS = [
     "part", "ops", "successes", "p95_duration_ms", "op_id", "ts", "endpoint", "success", "duration_ms",
     "error_type", "error",
 ]  # fmt: skip
-
-
-class FakeEngine(QueryEngine):
-    """Answers each query with the next canned result or raises the canned error."""
-
-    name = "athena"
-
-    def __init__(self, *answers: QueryResult | Exception) -> None:
-        self.answers = list(answers)
-        self.sql: list[str] = []
-
-    def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
-        self.sql.append(sql)
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
 
 def _result(columns: list[str], rows: list[tuple[Any, ...]]) -> QueryResult:

@@ -20,7 +20,7 @@ from opslake.errors import (
 from opslake.ingest import MAX_OPS_PER_REQUEST, MAX_REQUEST_BYTES, ingest
 from opslake.models import QueuedOp
 
-from .fakes import MemoryQueue
+from ..fakes import MemoryQueue
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 GOOD = {"endpoint": "tool:query_db", "success": True, "duration_ms": 5}

@@ -31,13 +31,14 @@ from opslake.insights import (
 from opslake.models.insights import MAX_ENDPOINTS, StatsAnswer
 from opslake.query.base import (
     Column,
-    QueryEngine,
     QueryError,
     QueryFailedError,
     QueryResult,
     QueryTimeoutError,
     UnsupportedSqlError,
 )
+
+from ..fakes import FakeEngine
 
 CONFIG = InsightsConfig(database="opslake_test", table="ops", timeout_s=20, retry_after_s=7)
 NOW = datetime(2026, 11, 21, 1, 30, 12, 345678, tzinfo=UTC)
@@ -53,25 +54,6 @@ def result(columns: list[str], rows: list[tuple[Any, ...]], engine: str = "fake"
     return QueryResult(
         columns=[Column(name, "varchar") for name in columns], rows=rows, engine=engine, query_id="q-1"
     )
-
-
-class FakeEngine(QueryEngine):
-    """Answers every query with the next canned result (or raises the canned error)."""
-
-    name = "fake"
-
-    def __init__(self, *answers: QueryResult | Exception) -> None:
-        self.answers = list(answers)
-        self.sql: list[str] = []
-        self.timeouts: list[float] = []
-
-    def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
-        self.sql.append(sql)
-        self.timeouts.append(timeout_s)
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
 
 # ---- parameters --------------------------------------------------------------------------------

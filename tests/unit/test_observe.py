@@ -15,7 +15,7 @@ from opslake.observe import SESSION_HEADER, TASK_CLASS_HEADER, Observer, build_r
 from opslake.queue import OpsQueue
 
 from ..conftest import api_event
-from .fakes import MemoryQueue
+from ..fakes import MemoryQueue
 
 
 class BrokenQueue(OpsQueue):

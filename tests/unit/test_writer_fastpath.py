@@ -30,7 +30,7 @@ from opslake.models.ops import (
     QueuedOp,
 )
 
-from .fakes import MemoryCatalog, MemoryStore
+from ..fakes import MemoryCatalog, MemoryStore
 
 T0 = datetime(2026, 11, 21, 23, 59, 59, 900000, tzinfo=UTC)  # just before an hour and a day boundary
 

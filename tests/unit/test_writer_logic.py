@@ -13,7 +13,7 @@ from opslake.lake.schema import OPS_SCHEMA
 from opslake.lake.writer import LakeWriter, QueueMessage
 from opslake.models import OpInput
 
-from .fakes import MemoryCatalog, MemoryStore
+from ..fakes import MemoryCatalog, MemoryStore
 
 T0 = datetime(2026, 11, 21, 23, 59, 59, 900000, tzinfo=UTC)  # just before an hour and a day boundary
 

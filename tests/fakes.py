@@ -1,4 +1,4 @@
-"""Small in-memory stand-ins for the lake's and queue's interfaces (unit tests only)."""
+"""Small in-memory stand-ins for the project's interfaces: queue, object store, catalog, query engine."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from opslake.errors import LakeWriteError, QueueError
 from opslake.lake.catalog import Catalog
 from opslake.lake.store import ObjectStore
+from opslake.query.base import QueryEngine, QueryResult
 from opslake.queue import OpsQueue
 
 
@@ -43,3 +44,22 @@ class MemoryCatalog(Catalog):
         if self.fail:
             raise LakeWriteError("Glue partition registration failed: injected")
         self.partitions.update(partitions)
+
+
+class FakeEngine(QueryEngine):
+    """Answers each query with the next canned result, or raises the canned error; keeps the SQL."""
+
+    name = "athena"
+
+    def __init__(self, *answers: QueryResult | Exception) -> None:
+        self.answers = list(answers)
+        self.sql: list[str] = []
+        self.timeouts: list[float] = []
+
+    def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
+        self.sql.append(sql)
+        self.timeouts.append(timeout_s)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
