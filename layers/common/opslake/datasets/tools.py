@@ -13,11 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from opslake import matching
-from opslake.api import as_opslake_error
+from opslake.bodies import parse_body
 from opslake.datasets.staffing import AVAILABILITY, PLACEMENTS, WORKERS
 from opslake.errors import BadRequestError, NotFoundError
 from opslake.insights import InsightsConfig, TtlCache, run_query, sql_string
@@ -223,16 +222,9 @@ class MatchAnswer(BaseModel):
 
 
 def parse_match_request(body: str | None) -> MatchRequest:
-    """The request body as a :class:`MatchRequest`; a 400 listing each bad field otherwise.
-
-    Parsed here rather than by Powertools' route validation: that validation runs before the
-    observation middleware, so a refused body would leave no op record (and agents' malformed
-    calls are exactly what the analyzer needs to see). The 400 has the same shape either way.
-    """
-    try:
-        return MatchRequest.model_validate_json(body or "{}")
-    except ValidationError as exc:
-        raise as_opslake_error(RequestValidationError(exc.errors(include_url=False))) from None
+    """The request body as a :class:`MatchRequest`; a 400 listing each bad field otherwise
+    (parsed in the route so that a refused body is observed too: see :mod:`opslake.bodies`)."""
+    return parse_body(MatchRequest, body)
 
 
 def check_match_request(request: MatchRequest) -> list[str]:
