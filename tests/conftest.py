@@ -71,7 +71,7 @@ def lambda_context() -> FakeLambdaContext:
 @pytest.fixture
 def load_handler(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ModuleType]:
     """Import a handler module fresh (cold start) with the given OPSLAKE_* environment."""
-    from opslake import gateway, runtime
+    from opslake import runtime
     from opslake.config import get_settings
 
     def load(relative_path: str, **env: str) -> ModuleType:
@@ -79,7 +79,6 @@ def load_handler(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ModuleType]:
             monkeypatch.setenv(key, value)
         get_settings.cache_clear()
         runtime.reset()
-        gateway.query_engine.cache_clear()
         path = ROOT / relative_path
         name = f"handler_{path.parent.name}_{path.stem}_{uuid.uuid4().hex[:8]}"
         spec = importlib.util.spec_from_file_location(name, path)
@@ -91,7 +90,6 @@ def load_handler(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ModuleType]:
     yield load
     get_settings.cache_clear()
     runtime.reset()
-    gateway.query_engine.cache_clear()
 
 
 def load_event(name: str) -> dict[str, Any]:

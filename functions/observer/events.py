@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import boto3  # noqa: F401  (imported during init, when Lambda gives more CPU, not on the first request)
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from opslake import runtime
 from opslake.api import create_resolver, json_response
@@ -14,8 +12,7 @@ from opslake.errors import InvalidOpsError, ServiceUnavailableError
 from opslake.identity import caller_key_id
 from opslake.ingest import ingest
 from opslake.models import now_utc
-from opslake.observability import MetricUnit, logger, metrics
-from opslake.tracing import tracer
+from opslake.observability import MetricUnit, metrics
 
 settings = get_settings()
 settings.require("ops_queue_url")
@@ -44,8 +41,4 @@ def post_events() -> Response:
     return json_response(202, result.model_dump())
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def handler(event: dict, context: LambdaContext) -> dict:
-    return app.resolve(event, context)
+handler = runtime.api_handler(app)

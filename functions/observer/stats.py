@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from opslake import runtime
 from opslake.api import create_resolver, json_response
 from opslake.config import get_settings
 from opslake.insights import InsightsConfig, TtlCache, get_stats
 from opslake.models.insights import StatsAnswer
-from opslake.observability import MetricUnit, logger, metrics
-from opslake.query.base import QueryEngine
-from opslake.query.factory import create_engine
-from opslake.tracing import tracer
+from opslake.observability import MetricUnit, metrics
 
 settings = get_settings()
 config = InsightsConfig.from_settings(settings)
@@ -23,9 +17,7 @@ cache: TtlCache[int, StatsAnswer] = TtlCache()
 app = create_resolver()
 
 
-@lru_cache(maxsize=1)
-def _engine() -> QueryEngine:
-    return create_engine(settings)
+_engine = runtime.query_engine  # built on first use, once per container
 
 
 @app.get("/stats")
@@ -39,8 +31,4 @@ def stats() -> Response:
     return json_response(200, answer.model_dump(mode="json"))
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def handler(event: dict, context: LambdaContext) -> dict:
-    return app.resolve(event, context)
+handler = runtime.api_handler(app)

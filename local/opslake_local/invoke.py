@@ -92,9 +92,6 @@ def reset_shared_caches() -> None:
     runtime = sys.modules.get("opslake.runtime")
     if runtime is not None:
         runtime.reset()  # clients built for an earlier stack point at its (stopped) moto server
-    gateway = sys.modules.get("opslake.gateway")
-    if gateway is not None:
-        gateway.query_engine.cache_clear()
 
 
 def load_handler(

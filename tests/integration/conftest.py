@@ -1,4 +1,4 @@
-"""A moto account with the resources the observer functions use."""
+"""Shared integration fixtures: a moto account with the observer's resources, and a local stack."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from moto import mock_aws
 
 from opslake.lake.schema import glue_columns
+from opslake_local.drain import Drainer
+from opslake_local.http import LocalApi
+from opslake_local.stack import QUIET_ENV, LocalStack
 
 BUCKET = "opslake-test-lake"
 DATABASE = "opslake_test"
@@ -84,3 +88,19 @@ def aws() -> Iterator[Aws]:
         )
         key = apigw.create_api_key(name="runtime-alpha", enabled=True, value="k" * 40)
         yield Aws(s3, sqs, glue, apigw, queue_url, dlq_url, key["id"], "runtime-alpha")
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
+    """A local stack (moto server from template.yaml, embedded engine) with its HTTP API, per module."""
+    from opslake_local.stack import LocalStack as _LocalStack
+
+    with _LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack:
+        invoker = stack.invoker()
+        api = LocalApi(stack, invoker)
+        base_url = api.start()
+        try:
+            with httpx.Client(base_url=base_url, timeout=60) as client:
+                yield stack, client, Drainer(stack, invoker)
+        finally:
+            api.stop()

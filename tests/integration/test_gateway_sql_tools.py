@@ -25,8 +25,7 @@ from opslake.query.base import (
     QueryTimeoutError,
 )
 from opslake_local.drain import Drainer
-from opslake_local.http import LocalApi
-from opslake_local.stack import QUIET_ENV, LocalStack
+from opslake_local.stack import LocalStack
 
 from ..conftest import api_event
 from ..fakes import FakeEngine
@@ -471,17 +470,6 @@ def test_model_with_an_invalid_state_object_reports_it_unknown(aws: Aws, tool: C
 
 
 # ---- /sql end to end on the local stack (embedded engine) --------------------------------------
-@pytest.fixture(scope="module")
-def local() -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
-    with LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack:
-        invoker = stack.invoker()
-        api = LocalApi(stack, invoker)
-        base_url = api.start()
-        try:
-            with httpx.Client(base_url=base_url, timeout=60) as client:
-                yield stack, client, Drainer(stack, invoker)
-        finally:
-            api.stop()
 
 
 def test_sql_on_the_local_stack_answers_rows_and_records_a_guessed_column(

@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -20,8 +20,7 @@ import pytest
 
 from opslake.query.base import Column, QueryEngine, QueryFailedError, QueryResult, QueryTimeoutError
 from opslake_local.drain import Drainer
-from opslake_local.http import LocalApi
-from opslake_local.stack import QUIET_ENV, LocalStack
+from opslake_local.stack import LocalStack
 from tests.conftest import load_event
 
 from ..fakes import FakeEngine
@@ -256,20 +255,6 @@ def test_handler_and_its_athena_engine_import_nothing_heavy(handler: str) -> Non
 # ---- end to end on the local stack (embedded engine) -------------------------------------------
 AGENT = "agent-stats"
 OTHER = "o'brien"
-
-
-@pytest.fixture(scope="module")
-def local() -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
-    env = {**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}  # LocalStack sets it too; be explicit
-    with LocalStack(env_overrides=env) as stack:
-        invoker = stack.invoker()
-        api = LocalApi(stack, invoker)
-        base_url = api.start()
-        try:
-            with httpx.Client(base_url=base_url, timeout=60) as client:
-                yield stack, client, Drainer(stack, invoker)
-        finally:
-            api.stop()
 
 
 def _op(

@@ -1,16 +1,12 @@
-"""Everything a gateway tool handler shares: an observed resolver and its query engine."""
+"""Everything a gateway tool handler shares: an observed resolver and the query engine."""
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from opslake import runtime
 from opslake.api import create_resolver
-from opslake.config import get_settings
 from opslake.observe import Observer, observe
-from opslake.query.base import QueryEngine
 
 
 def create_tool_app(*, enable_validation: bool = False) -> APIGatewayRestResolver:
@@ -24,11 +20,4 @@ def create_tool_app(*, enable_validation: bool = False) -> APIGatewayRestResolve
     )
 
 
-@lru_cache(maxsize=1)
-def query_engine() -> QueryEngine:
-    from opslake.query.factory import create_engine
-
-    settings = get_settings()
-    if settings.query_engine == "athena":
-        return create_engine(settings, athena_client=runtime.client("athena"))
-    return create_engine(settings)
+query_engine = runtime.query_engine  # the tools' engine (one per container)

@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from opslake.config import get_settings
 from opslake.identity import KeyNameResolver, apigateway_key_lookup
+from opslake.query.base import QueryEngine
 from opslake.queue import SqsOpsQueue
 
 
@@ -37,9 +38,20 @@ def key_names() -> KeyNameResolver:
     return KeyNameResolver(lookup)
 
 
+@lru_cache(maxsize=1)
+def query_engine() -> QueryEngine:
+    """The configured engine: Athena on AWS, the embedded engine in the local stack."""
+    from opslake.query.factory import create_engine
+
+    settings = get_settings()
+    if settings.query_engine == "athena":
+        return create_engine(settings, athena_client=client("athena"))
+    return create_engine(settings)
+
+
 def reset() -> None:
     """Forget everything built so far (tests and the local stack, after changing the environment)."""
-    for cached in (client, ops_queue, key_names):
+    for cached in (client, ops_queue, key_names, query_engine):
         cached.cache_clear()
 
 
