@@ -15,7 +15,7 @@ from opslake.snapshots import CachedJsonObject, SnapshotUnavailableError
 settings = get_settings()
 settings.require("lake_bucket")
 app = create_tool_app()
-STATE_KEY = "state/llm.json"
+STATE_KEY = settings.llm_state_key  # where the analyzer's LLM client saves its state
 PROBE_TIMEOUT_S = 2.0
 PROBE_TTL_S = 60.0
 
