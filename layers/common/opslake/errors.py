@@ -156,3 +156,7 @@ class LakeWriteError(Exception):
 def error_response_parts(exc: OpslakeError) -> tuple[int, dict[str, Any], dict[str, str]]:
     """(status, JSON body, headers) for an error: used by every HTTP handler's exception handler."""
     return exc.status, exc.body(), exc.headers
+
+
+class CompactionError(Exception):
+    """Compacting one partition failed (reported per partition; the next run retries it)."""
