@@ -1,10 +1,18 @@
-"""GET /playbooks: the active playbook entries that apply to a task, most confident first."""
+"""GET /playbooks: the active playbook entries that apply to a task, most confident first.
 
+Every answer carries an ``ETag`` (a hash of the body, so it changes whenever the snapshot or the
+selection does); a request whose ``If-None-Match`` names it gets ``304 Not Modified`` and no body.
+"""
+
+import hashlib
+import json
 from typing import Annotated, Any
 
+from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from opslake import runtime
+from opslake.api import json_response
 from opslake.bodies import parse_query
 from opslake.config import get_settings
 from opslake.errors import ServiceUnavailableError
@@ -46,8 +54,21 @@ class PlaybooksQuery(BaseModel):
     limit: Annotated[int, Field(ge=1, le=50)] = 10
 
 
+def etag_of(body: str) -> str:
+    """A strong validator of one answer's exact bytes."""
+    return '"' + hashlib.sha256(body.encode()).hexdigest()[:32] + '"'
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether ``If-None-Match`` (``*`` or a list of possibly weak tags) names ``etag``."""
+    if not if_none_match:
+        return False
+    tags = [tag.strip() for tag in if_none_match.split(",")]
+    return any(tag == "*" or tag.removeprefix("W/") == etag for tag in tags)
+
+
 @app.get("/playbooks")
-def get_playbooks() -> dict[str, Any]:
+def get_playbooks() -> Response:
     query = parse_query(PlaybooksQuery, app.current_event.query_string_parameters)
     try:
         current: PlaybookSnapshot | None = snapshot.get()
@@ -55,14 +76,23 @@ def get_playbooks() -> dict[str, Any]:
         raise ServiceUnavailableError(
             "playbooks cannot be read right now; retry shortly", retry_after_s=settings.queue_retry_after_s
         ) from exc
+    answer: dict[str, Any]
     if current is None:
-        summarize(app, "0 entries (no snapshot yet)")
-        return {"entries": [], "generated_at": None}
-    entries = current.select(
-        endpoint=query.endpoint, task_class=query.task_class, q=query.q, limit=query.limit
-    )
-    summarize(app, f"{len(entries)} entries")
-    return {"entries": [e.served() for e in entries], "generated_at": current.generated_at.isoformat()}
+        summary = "0 entries (no snapshot yet)"
+        answer = {"entries": [], "generated_at": None}
+    else:
+        entries = current.select(
+            endpoint=query.endpoint, task_class=query.task_class, q=query.q, limit=query.limit
+        )
+        summary = f"{len(entries)} entries"
+        answer = {"entries": [e.served() for e in entries], "generated_at": current.generated_at.isoformat()}
+    etag = etag_of(json.dumps(answer, separators=(",", ":"), default=str))
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if etag_matches(app.current_event.headers.get("if-none-match"), etag):
+        summarize(app, f"not modified ({summary})", not_modified=True)
+        return Response(status_code=304, body="", headers=headers)
+    summarize(app, summary)
+    return json_response(200, answer, headers)
 
 
 handler = runtime.api_handler(app)

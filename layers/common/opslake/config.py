@@ -48,6 +48,28 @@ class Settings(BaseModel):
         description="comma-separated Glue tables of the sample datasets the gateway tools expose",
     )
     query_timeout_s: float = Field(default=60.0, gt=0, le=900, description="longest a query may run")
+    # -- scheduled jobs (analyzer every 5 min, consolidator every 30 min) --------------------------
+    analyzer_settle_s: float = Field(
+        default=120.0, ge=0, le=3600, description="the window ends this long before now (ops still queued)"
+    )
+    analyzer_initial_lookback_h: float = Field(
+        default=24.0, gt=0, le=24 * 31, description="how far back the very first run reads"
+    )
+    analyzer_max_window_h: float = Field(
+        default=24.0, gt=0, le=24 * 31, description="longest window one run reads (catching up takes runs)"
+    )
+    diagnosis_budget: int = Field(
+        default=20, ge=0, le=1000, description="signatures diagnosed per run at most"
+    )
+    analyzer_lease_s: float = Field(default=600.0, gt=0, description="analyzer lease (2x its Lambda timeout)")
+    analyzer_state_key: str = Field(default="state/analyzer.json")
+    consolidator_lease_s: float = Field(
+        default=1800.0, gt=0, description="consolidator lease (2x its timeout)"
+    )
+    consolidator_state_key: str = Field(default="state/consolidator.json")
+    efficacy_lookback_h: float = Field(
+        default=24.0, gt=0, le=24 * 31, description="outcomes an entry's efficacy is measured over"
+    )
     playbooks_key: str = Field(
         default="playbooks/current.json",
         description="lake object holding the consolidator's current playbook snapshot (GET /playbooks)",
@@ -59,6 +81,54 @@ class Settings(BaseModel):
     llm_model: str = Field(default="", description="model name the analyzer asks for")
     llm_api_key_parameter: str = Field(
         default="", description="SSM parameter or Secrets Manager secret holding the LLM API key"
+    )
+    llm_timeout_s: float = Field(default=30.0, gt=0, le=900, description="read timeout of one LLM request")
+    llm_connect_timeout_s: float = Field(default=5.0, gt=0, le=60, description="connect timeout to the LLM")
+    llm_max_retries: int = Field(default=3, ge=0, le=10, description="retries of a transient LLM failure")
+    llm_retry_after_cap_s: float = Field(
+        default=30.0, ge=0, le=900, description="longest wait between LLM retries (caps Retry-After)"
+    )
+    llm_breaker_failures: int = Field(
+        default=3, ge=1, le=100, description="consecutive failed LLM calls that open the circuit breaker"
+    )
+    llm_breaker_cooldown_s: float = Field(
+        default=900.0, ge=0, le=86_400, description="how long an open circuit waits before one trial call"
+    )
+    llm_max_output_tokens: int = Field(default=600, ge=1, le=100_000, description="max_tokens of an answer")
+    llm_state_key: str = Field(
+        default="state/llm.json", min_length=1, description="lake object holding the LLM client's state"
+    )
+
+    playbook_min_successes: int = Field(
+        default=3, ge=1, le=10_000, description="ops a group needs before it may become a playbook entry"
+    )
+    playbook_min_agents: int = Field(
+        default=2, ge=1, le=1_000, description="distinct agents a playbook entry's evidence must come from"
+    )
+    playbook_retire_below: float = Field(
+        default=0.2, ge=0, le=1, description="a playbook entry whose confidence drops below this is retired"
+    )
+    playbook_approval_mode: bool = Field(
+        default=False, description="hold new playbook entries as proposed until approved"
+    )
+    playbook_min_ops_to_judge: int = Field(
+        default=10, ge=1, le=1_000_000, description="ops after publication before efficacy moves confidence"
+    )
+    # -- compaction of closed hours (consolidator; see opslake.lake.compaction) ------------------
+    compact_after_hours: float = Field(
+        default=3.0,
+        ge=1.5,  # > the writer's redelivery window: maxReceiveCount 5 x visibility 900 s = 75 min
+        le=24 * 31,
+        description="an hour is compacted this many hours after it ends",
+    )
+    compaction_grace_s: float = Field(
+        default=3600.0, ge=0, le=7 * 86_400, description="old files outlive the swap by this long"
+    )
+    compaction_target_bytes: int = Field(
+        default=128 * 1024 * 1024, ge=1024 * 1024, le=1024**3, description="size of a compacted file"
+    )
+    compaction_max_partitions: int = Field(
+        default=24, ge=1, le=1000, description="partitions compacted or cleaned per run at most"
     )
 
     @property

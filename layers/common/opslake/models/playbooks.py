@@ -1,5 +1,11 @@
-"""The playbook contract: entries the consolidator distils from repeated successes and failures,
-and the one snapshot object (``s3://<lake>/playbooks/current.json``) that ``GET /playbooks`` serves.
+"""The playbook contract: entries the consolidator distils from repeated successes, ``/log``
+lessons and the analyzer's "avoid" diagnoses, and the one snapshot object
+(``s3://<lake>/playbooks/current.json``) that ``GET /playbooks`` serves.
+
+:class:`EntryDraft` is what a distiller (the LLM or the heuristic) must answer; it is also the
+JSON schema sent to the model. :class:`PlaybookEntry` is one row of the ``playbooks`` table: the
+draft plus its provenance (evidence, distinct agents, source), its lifecycle
+(``proposed`` → ``active`` → ``retired``) and its measured efficacy.
 """
 
 from __future__ import annotations
@@ -14,6 +20,49 @@ MAX_TRIGGER_CHARS = 80
 MAX_ACTION_CHARS = 120
 MAX_EXCERPT_CHARS = 300
 MAX_EVIDENCE = 50
+MAX_DRAFT_EXCERPTS = 3
+MAX_TRACKED_AGENTS = 200  # distinct agents kept per entry; the count saturates beyond
+MAX_GROUP_KEY_CHARS = 500
+
+EntryKind = Literal["do", "avoid"]
+EntryScope = Literal["project", "global"]
+# "candidate" is the legacy name of "proposed" (kept so older snapshots still parse; never served).
+EntryStatus = Literal["candidate", "proposed", "active", "retired"]
+EntrySource = Literal["successes", "log", "diagnosis"]
+Confidence = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Rate = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
+Trigger = Annotated[
+    str, Field(min_length=1, max_length=MAX_TRIGGER_CHARS, description="when the advice applies")
+]
+Action = Annotated[str, Field(min_length=1, max_length=MAX_ACTION_CHARS, description="what to do (or avoid)")]
+Excerpt = Annotated[str, Field(min_length=1, max_length=MAX_EXCERPT_CHARS)]
+
+
+class EntryDraft(BaseModel):
+    """What a distiller (model or heuristic) must answer for one candidate group; also the JSON
+    schema sent to the model (``extra="forbid"``: an answer with anything else is invalid)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trigger: Trigger
+    action: Action
+    kind: EntryKind = Field(description="do: repeat what worked; avoid: a pattern that fails")
+    confidence: Confidence
+    domain: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=40,
+            pattern=r"^[a-z][a-z0-9_]*$",
+            description="e.g. sql, staffing, search",
+        ),
+    ]
+    scope: EntryScope = Field(description="project: this lake's data and tools; global: any agent anywhere")
+    evidence_excerpts: Annotated[
+        list[Excerpt],
+        Field(min_length=1, max_length=MAX_DRAFT_EXCERPTS, description="1-3 short quotes of the evidence"),
+    ]
 
 
 class PlaybookEntry(BaseModel):
@@ -22,21 +71,46 @@ class PlaybookEntry(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     entry_id: Id
-    trigger: Annotated[str, Field(min_length=1, max_length=MAX_TRIGGER_CHARS)]
-    action: Annotated[str, Field(min_length=1, max_length=MAX_ACTION_CHARS)]
-    kind: Literal["do", "avoid"]
-    confidence: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+    trigger: Trigger
+    action: Action
+    kind: EntryKind
+    confidence: Confidence
     domain: Id = Field(description="what the advice is about, e.g. sql, staffing, search")
-    scope: Literal["project", "global"] = "project"
+    scope: EntryScope = "project"
     endpoint: Id | None = None
     task_class: Id | None = None
+    signature_id: Id | None = Field(default=None, description="the failure signature an avoid entry is about")
+    group_key: Annotated[str, Field(max_length=MAX_GROUP_KEY_CHARS)] | None = Field(
+        default=None, description="stable key of what the entry is about (merging near-duplicates)"
+    )
+    source: EntrySource | None = None
+    distilled_by: Id | None = Field(default=None, description="the model's name, or 'heuristic'")
     evidence_op_ids: Annotated[list[Id], Field(max_length=MAX_EVIDENCE)] = Field(default_factory=list)
-    evidence_excerpts: Annotated[
-        list[Annotated[str, Field(max_length=MAX_EXCERPT_CHARS)]], Field(max_length=MAX_EVIDENCE)
-    ] = Field(default_factory=list)
-    status: Literal["candidate", "active", "retired"] = "candidate"
+    evidence_excerpts: Annotated[list[Excerpt], Field(max_length=MAX_EVIDENCE)] = Field(default_factory=list)
+    evidence_agents: Annotated[list[Id], Field(max_length=MAX_TRACKED_AGENTS)] = Field(default_factory=list)
+    evidence_agent_count: Count = Field(default=0, description="distinct agents behind the evidence")
+    status: EntryStatus = "candidate"
     created_at: UtcMs
+    updated_at: UtcMs | None = None
+    published_at: UtcMs | None = Field(default=None, description="when it became active (served)")
     retired_at: UtcMs | None = None
+    # efficacy: failure rate of the targeted ops before/after publication (None until measured)
+    ops_before: Count | None = None
+    failures_before: Count | None = None
+    ops_after: Count | None = None
+    failures_after: Count | None = None
+    failure_rate_before: Rate | None = None
+    failure_rate_after: Rate | None = None
+    judged_ops_after: Count | None = Field(default=None, description="ops_after when confidence last moved")
+    efficacy_basis: Literal["all", "readers"] | None = Field(
+        default=None, description="after-publication ops measured: all, or only agents that read the entry"
+    )
+    efficacy_checked_at: UtcMs | None = None
+    corrections_for: Count = Field(default=0, description="validated overseer corrections matched")
+    corrections_against: Count = Field(default=0, description="invalidated overseer corrections matched")
+    counted_correction_ids: Annotated[list[Id], Field(max_length=MAX_TRACKED_AGENTS)] = Field(
+        default_factory=list, description="op ids of the corrections already counted (each counts once)"
+    )
 
     def matches(self, *, endpoint: str | None, task_class: str | None, words: list[str]) -> bool:
         """Whether the entry applies: same endpoint/task class (or none named), every word found."""
@@ -49,16 +123,24 @@ class PlaybookEntry(BaseModel):
 
     def served(self) -> dict[str, object]:
         """What an agent gets: the advice and its provenance, not the raw evidence excerpts
-        (agent-written text is data for analysts, never instructions passed to other agents)."""
+        (agent-written text is data for analysts, never instructions passed to other agents),
+        nor the agents' names or the consolidator's bookkeeping."""
         return {
-            **self.model_dump(mode="json", exclude={"evidence_excerpts", "evidence_op_ids", "retired_at"}),
+            **self.model_dump(mode="json", include=_SERVED_FIELDS),
             "evidence_count": len(self.evidence_op_ids),
             "evidence_op_ids": self.evidence_op_ids[:5],
         }
 
 
+_SERVED_FIELDS = {
+    "entry_id", "trigger", "action", "kind", "confidence", "domain", "scope", "endpoint", "task_class",
+    "signature_id", "source", "distilled_by", "evidence_agent_count", "status", "created_at", "updated_at",
+    "published_at", "failure_rate_before", "failure_rate_after",
+}  # fmt: skip
+
+
 class PlaybookSnapshot(BaseModel):
-    """The consolidator's current view: every entry, whatever its status."""
+    """The consolidator's current view (it writes active entries only; readers filter anyway)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 

@@ -1,0 +1,73 @@
+"""Failure analysis, pure logic: signatures, heuristic diagnoses, diagnosis prompts (no I/O)."""
+
+from opslake.analysis.efficacy import EfficacyResult, OutcomeRow, measure_efficacy
+from opslake.analysis.heuristics import classify, diagnose_heuristically
+from opslake.analysis.playbooks import (
+    CandidateGroup,
+    DistilledCandidate,
+    LogRow,
+    MergeResult,
+    Rejection,
+    SuccessRow,
+    approve,
+    candidate_groups,
+    distill,
+    heuristic_draft,
+    merge_candidates,
+    snapshot,
+)
+from opslake.analysis.prompts import DATA_CLOSE, DATA_OPEN, SYSTEM_PROMPT, diagnosis_data, diagnosis_messages
+from opslake.analysis.sanitize import is_poisoned, sanitize_entry_text
+from opslake.analysis.signatures import (
+    MAX_VARIANTS,
+    SignatureIndex,
+    apply_failures,
+    input_template,
+    mark_diagnosed,
+    needs_diagnosis,
+    normalize,
+    normalize_endpoint,
+    select_for_diagnosis,
+    signature_id,
+    template_of,
+    variant_of,
+)
+
+__all__ = [
+    "DATA_CLOSE",
+    "DATA_OPEN",
+    "MAX_VARIANTS",
+    "SYSTEM_PROMPT",
+    "CandidateGroup",
+    "DistilledCandidate",
+    "EfficacyResult",
+    "LogRow",
+    "MergeResult",
+    "OutcomeRow",
+    "Rejection",
+    "SignatureIndex",
+    "SuccessRow",
+    "apply_failures",
+    "approve",
+    "candidate_groups",
+    "classify",
+    "diagnose_heuristically",
+    "diagnosis_data",
+    "diagnosis_messages",
+    "distill",
+    "heuristic_draft",
+    "input_template",
+    "is_poisoned",
+    "mark_diagnosed",
+    "measure_efficacy",
+    "merge_candidates",
+    "needs_diagnosis",
+    "normalize",
+    "normalize_endpoint",
+    "sanitize_entry_text",
+    "select_for_diagnosis",
+    "signature_id",
+    "snapshot",
+    "template_of",
+    "variant_of",
+]

@@ -1,0 +1,195 @@
+"""Efficacy: failure rates before/after publication move confidence; overseer corrections count
+for or against the entry they match; entries below the bar are retired."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from opslake.analysis.efficacy import OutcomeRow, matching_entries, measure_efficacy
+from opslake.models.playbooks import PlaybookEntry
+
+PUBLISHED = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+NOW = PUBLISHED + timedelta(days=1)
+SIG = "sig_0123456789abcdef"
+
+
+def entry(**fields: Any) -> PlaybookEntry:
+    values: dict[str, Any] = {
+        "entry_id": "pb_sql", "trigger": "SQL question over workers", "action": "Describe the table first",
+        "kind": "do", "confidence": 0.5, "domain": "sql", "endpoint": "/sql", "status": "active",
+        "group_key": "successes|/sql|-|abc", "created_at": PUBLISHED, "published_at": PUBLISHED, **fields,
+    }  # fmt: skip
+    return PlaybookEntry(**values)
+
+
+_counter = iter(range(1_000_000))
+
+
+def ops(n: int, failures: int, *, after: bool, endpoint: str = "/sql", **fields: Any) -> list[OutcomeRow]:
+    """``n`` ops on ``endpoint`` (the first ``failures`` failed), before or after publication."""
+    start = PUBLISHED + (timedelta(minutes=1) if after else -timedelta(hours=5))
+    return [
+        OutcomeRow(
+            op_id=f"op-{next(_counter)}",
+            endpoint=endpoint,
+            agent_id=f"agent-{i % 3}",
+            ts=start + timedelta(seconds=i),
+            success=i >= failures,
+            **fields,
+        )
+        for i in range(n)
+    ]
+
+
+def test_confidence_rises_when_failures_fall() -> None:
+    result = measure_efficacy([entry()], [*ops(20, 8, after=False), *ops(20, 2, after=True)], now=NOW)
+    (measured,) = result.entries
+    assert result.verdicts == {"pb_sql": "improved"}
+    assert (measured.ops_before, measured.failures_before, measured.ops_after, measured.failures_after) == (
+        20, 8, 20, 2,
+    )  # fmt: skip
+    assert (measured.failure_rate_before, measured.failure_rate_after) == (0.4, 0.1)
+    assert (
+        measured.confidence == 0.6 and measured.judged_ops_after == 20 and measured.efficacy_checked_at == NOW
+    )
+
+
+def test_confidence_falls_when_failures_do_not() -> None:
+    result = measure_efficacy([entry()], [*ops(20, 4, after=False), *ops(20, 5, after=True)], now=NOW)
+    assert result.verdicts == {"pb_sql": "not_improved"} and result.entries[0].confidence == 0.4
+
+
+def test_nothing_to_improve_holds_confidence() -> None:
+    result = measure_efficacy([entry()], [*ops(20, 0, after=False), *ops(20, 0, after=True)], now=NOW)
+    assert result.verdicts == {"pb_sql": "held"} and result.entries[0].confidence == 0.5
+
+
+def test_too_few_ops_after_publication_is_not_judged() -> None:
+    result = measure_efficacy([entry()], [*ops(20, 8, after=False), *ops(9, 9, after=True)], now=NOW)
+    (measured,) = result.entries
+    assert result.verdicts == {"pb_sql": "insufficient_data"} and measured.confidence == 0.5
+    assert measured.ops_after == 9  # the numbers are kept anyway
+    assert measure_efficacy([entry()], ops(9, 9, after=True), now=NOW, min_ops=5).verdicts == {
+        "pb_sql": "insufficient_data"  # no baseline
+    }
+
+
+def test_judged_once_per_min_ops_new_ops() -> None:
+    rows = [*ops(20, 8, after=False), *ops(20, 2, after=True)]
+    once = measure_efficacy([entry()], rows, now=NOW).entries
+    again = measure_efficacy(once, rows, now=NOW)  # same data, next run: no second step
+    assert again.verdicts == {"pb_sql": "insufficient_data"} and again.entries[0].confidence == 0.6
+    more = measure_efficacy(once, [*rows, *ops(10, 1, after=True)], now=NOW)
+    assert more.verdicts == {"pb_sql": "improved"} and more.entries[0].confidence == 0.7
+
+
+def test_the_baseline_keeps_its_largest_sample() -> None:
+    (measured,) = measure_efficacy(
+        [entry()], [*ops(20, 8, after=False), *ops(20, 2, after=True)], now=NOW
+    ).entries
+    (later,) = measure_efficacy([measured], ops(30, 3, after=True), now=NOW).entries  # lookback moved on
+    assert (later.ops_before, later.failures_before, later.ops_after) == (20, 8, 30)
+
+
+def test_target_is_endpoint_task_class_and_signature() -> None:
+    rows = [
+        *ops(20, 8, after=False),
+        *ops(20, 20, after=True, endpoint="/match"),  # another endpoint: ignored
+        *ops(20, 2, after=True),
+    ]
+    assert measure_efficacy([entry()], rows, now=NOW).verdicts == {"pb_sql": "improved"}
+    scoped = entry(task_class="staffing")
+    assert measure_efficacy([scoped], rows, now=NOW).verdicts == {"pb_sql": "insufficient_data"}
+    # an avoid entry about a signature counts only that signature's failures
+    avoid = entry(kind="avoid", signature_id=SIG)
+    sig_rows = [
+        *ops(20, 10, after=False, signature_id=SIG),
+        *ops(20, 10, after=True, signature_id="sig_other"),
+    ]
+    result = measure_efficacy([avoid], sig_rows, now=NOW)
+    assert result.entries[0].failures_after == 0 and result.verdicts == {"pb_sql": "improved"}
+
+
+def test_readers_are_measured_when_known() -> None:
+    readers = ops(10, 0, after=True, read_entry_ids=("pb_sql",))
+    others = ops(30, 30, after=True, read_entry_ids=())
+    result = measure_efficacy([entry()], [*ops(20, 8, after=False), *readers, *others], now=NOW)
+    (measured,) = result.entries
+    assert (measured.efficacy_basis, measured.ops_after, measured.failures_after) == ("readers", 10, 0)
+    assert result.verdicts == {"pb_sql": "improved"}
+
+
+def test_retired_below_the_threshold() -> None:
+    rows = [*ops(20, 4, after=False), *ops(20, 5, after=True)]
+    result = measure_efficacy([entry(confidence=0.25)], rows, now=NOW)
+    (retired,) = result.entries
+    assert (retired.status, retired.retired_at, retired.confidence) == ("retired", NOW, 0.15)
+    assert result.retired == ["pb_sql"]
+    kept = measure_efficacy([entry(confidence=0.25)], rows, now=NOW, retire_below=0.1)
+    assert kept.entries[0].status == "active" and kept.retired == []
+
+
+def test_only_active_entries_are_measured() -> None:
+    proposed = entry(status="proposed", published_at=None)
+    result = measure_efficacy([proposed], [*ops(20, 4, after=False), *ops(20, 5, after=True)], now=NOW)
+    assert result.entries == [proposed] and result.verdicts == {}
+
+
+# ---- overseer corrections -----------------------------------------------------------------------
+def correction(op_id: str = "corr-1", *, turn: int = 5, session: str = "s-1") -> OutcomeRow:
+    return OutcomeRow(
+        op_id=op_id, endpoint="/sql", agent_id="overseer", ts=PUBLISHED + timedelta(hours=1), success=True,
+        source="overseer_correction", sig_hash=SIG, applied_at_turn=turn, session_id=session,
+    )  # fmt: skip
+
+
+def later(success: bool, *, turn: int, session: str = "s-1", minutes: int = 0) -> OutcomeRow:
+    return OutcomeRow(
+        op_id=f"later-{next(_counter)}", endpoint="/sql", agent_id="agent-1", session_id=session, turn=turn,
+        ts=PUBLISHED + timedelta(hours=1, minutes=minutes), success=success, sig_hash=SIG,
+    )  # fmt: skip
+
+
+def test_a_validated_correction_counts_for_the_matching_entry() -> None:
+    target = entry(entry_id="pb_sig", kind="avoid", signature_id=SIG)
+    bystander = entry(entry_id="pb_other")  # same endpoint, but an entry names the signature
+    rows = [correction(), later(True, turn=6), later(True, turn=7), later(False, turn=4)]  # turn 4 was before
+    result = measure_efficacy([target, bystander], rows, now=NOW)
+    by_id = {e.entry_id: e for e in result.entries}
+    assert (by_id["pb_sig"].corrections_for, by_id["pb_sig"].confidence) == (1, 0.55)
+    assert by_id["pb_sig"].counted_correction_ids == ["corr-1"]
+    assert (by_id["pb_other"].corrections_for, by_id["pb_other"].confidence) == (0, 0.5)
+    assert result.corrections == {"pb_sig": (1, 0)}
+    again = measure_efficacy(result.entries, rows, now=NOW)  # counted once, whatever the window
+    assert {e.entry_id: e.confidence for e in again.entries} == {"pb_sig": 0.55, "pb_other": 0.5}
+
+
+def test_an_invalidated_correction_counts_against_and_can_retire() -> None:
+    target = entry(entry_id="pb_sig", kind="avoid", signature_id=SIG, confidence=0.25)
+    rows = [correction(), later(False, turn=6), later(False, turn=8)]
+    result = measure_efficacy([target], rows, now=NOW)
+    (hit,) = result.entries
+    assert (hit.corrections_against, hit.confidence, hit.status) == (1, 0.15, "retired")
+    assert result.corrections == {"pb_sig": (0, 1)} and result.retired == ["pb_sig"]
+
+
+def test_other_sessions_are_ordered_by_time_and_ties_wait() -> None:
+    target = entry(entry_id="pb_sig", kind="avoid", signature_id=SIG)
+    before = later(True, turn=99, session="s-2", minutes=-5)  # another session, earlier: not after
+    tie = [correction(), before, later(True, turn=1, session="s-2", minutes=5), later(False, turn=6)]
+    assert measure_efficacy([target], tie, now=NOW).corrections == {}
+    assert measure_efficacy([target], [correction()], now=NOW).corrections == {}  # nothing yet
+
+
+def test_matching_falls_back_from_signature_to_group_key_to_endpoint() -> None:
+    by_sig = entry(entry_id="pb_a", signature_id=SIG)
+    by_key = entry(entry_id="pb_b", group_key=f"diagnosis|{SIG}")
+    by_endpoint = entry(entry_id="pb_c")
+    elsewhere = entry(entry_id="pb_d", endpoint="/match")
+    retired = entry(entry_id="pb_e", signature_id=SIG, status="retired")
+    everything = [by_sig, by_key, by_endpoint, elsewhere, retired]
+    assert [e.entry_id for e in matching_entries(everything, SIG, {"/sql"})] == ["pb_a"]
+    assert [e.entry_id for e in matching_entries(everything[1:], SIG, {"/sql"})] == ["pb_b"]
+    assert [e.entry_id for e in matching_entries(everything[2:], SIG, {"/sql"})] == ["pb_c"]
+    assert matching_entries([elsewhere], SIG, {"/sql"}) == []
