@@ -15,6 +15,7 @@ from opslake.lake.schema import glue_columns
 from opslake_local.drain import Drainer
 from opslake_local.http import LocalApi
 from opslake_local.stack import QUIET_ENV, LocalStack
+from tests.integration.jobs_support import jobs_lake, jobs_stack  # noqa: F401  (fixtures of the scheduled-job tests)
 
 BUCKET = "opslake-test-lake"
 DATABASE = "opslake_test"

@@ -1,0 +1,119 @@
+"""Diagnose a signature with the configured model, falling back to the heuristic.
+
+The model must answer :class:`DiagnosisAnswer` JSON. An invalid answer (prose, or JSON that breaks
+the schema) gets exactly one retry with a reminder; a second invalid answer, or a model that is
+unavailable (retries spent, circuit open, quota spent), falls back to the heuristic diagnoser.
+Every diagnosis says who produced it (``diagnosed_by``: the model's name or ``heuristic``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from opslake.analysis.heuristics import diagnose_heuristically
+from opslake.analysis.prompts import diagnosis_messages
+from opslake.ids import new_ulid
+from opslake.models.analysis import DiagnosisAnswer, FailureSample, Signature
+from opslake.models.ops import QueuedOp
+from opslake.observability import logger
+
+if TYPE_CHECKING:
+    from opslake.llm import LlmCall, LlmClient
+
+HEURISTIC = "heuristic"
+INVALID_ANSWER_REMINDER = (
+    "Your previous answer was not valid JSON for the required schema. Answer again with only the "
+    "JSON object: cause, agent_adjustment, avoid, category, confidence."
+)
+
+
+@dataclass(frozen=True)
+class DiagnosisOutcome:
+    answer: DiagnosisAnswer
+    diagnosed_by: str
+    fell_back: bool  # a model was configured but the heuristic answered
+
+
+class Diagnoser:
+    """Model first (when configured), heuristic always available."""
+
+    def __init__(self, llm: LlmClient | None = None) -> None:
+        self.llm = llm
+
+    @property
+    def wants_contrasts(self) -> bool:
+        """Whether a prompt will be built (contrasting successes cost a query; skip them otherwise)."""
+        return self.llm is not None and self.llm.breaker.state != "open"
+
+    def diagnose(
+        self, signature: Signature, samples: Sequence[FailureSample], contrasts: Sequence[str]
+    ) -> DiagnosisOutcome:
+        if self.llm is None:
+            return DiagnosisOutcome(diagnose_heuristically(signature, list(samples)), HEURISTIC, False)
+        from opslake.llm import LlmError, LlmInvalidAnswerError
+
+        messages = diagnosis_messages(signature, list(samples), list(contrasts))
+        for attempt in (1, 2):
+            try:
+                answer = self.llm.complete_json(messages, DiagnosisAnswer, schema_name="diagnosis")
+                return DiagnosisOutcome(answer.value, answer.model or self.llm.config.model, False)
+            except LlmInvalidAnswerError as exc:
+                logger.warning(
+                    "invalid diagnosis answer",
+                    signature_id=signature.signature_id,
+                    attempt=attempt,
+                    error=str(exc),
+                )
+                messages = [*messages, {"role": "user", "content": INVALID_ANSWER_REMINDER}]
+            except LlmError as exc:
+                logger.warning(
+                    "LLM unavailable: heuristic diagnosis",
+                    signature_id=signature.signature_id,
+                    error=str(exc),
+                )
+                break
+        return DiagnosisOutcome(diagnose_heuristically(signature, list(samples)), HEURISTIC, True)
+
+    def drain_calls(self) -> list[LlmCall]:
+        """The model calls made since the last drain (each becomes an op record)."""
+        if self.llm is None:
+            return []
+        calls, self.llm.calls = list(self.llm.calls), []
+        return calls
+
+    def save_state(self) -> None:
+        """Persist the breaker and usage (a failure is logged: the next run starts from older state)."""
+        if self.llm is None:
+            return
+        from opslake.llm import LlmStateError
+
+        try:
+            self.llm.save_state()
+        except LlmStateError as exc:
+            logger.error("LLM state could not be saved", error=str(exc))
+
+
+def llm_call_op(call: LlmCall, *, agent_id: str, purpose: str) -> QueuedOp:
+    """The op record of one model call: cost (tokens) and errors become queryable in the lake."""
+    return QueuedOp(
+        op_id=new_ulid(int(call.started_at.timestamp() * 1000)),
+        ts=call.started_at,
+        source="llm",
+        endpoint="llm:chat.completions",
+        agent_id=agent_id,
+        reporter_id=agent_id,
+        success=call.success,
+        duration_ms=max(0.0, round(call.latency_ms, 3)),
+        error_type=call.error_type,
+        error=(call.error or "")[:4000] or None,
+        task_class=purpose,
+        attributes={
+            "model": call.model,
+            "status": str(call.status) if call.status is not None else "none",
+            "attempt": str(call.attempt),
+            "tokens_in": str(call.tokens_in),
+            "tokens_out": str(call.tokens_out),
+        },
+    )

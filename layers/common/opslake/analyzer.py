@@ -1,0 +1,387 @@
+"""The failure analyzer: new failures → signatures → bounded, validated diagnoses.
+
+One run (every 5 minutes, or a backfill) does, in this order:
+
+1. take the lease on ``state/analyzer.json`` (two overlapping runs: one of them does nothing);
+2. read the failed ops of the window ``[watermark, now − settle)``, pruned on ``dt``/``hour``;
+3. give every failure exactly one signature and rewrite the ``failures`` object of each hour it
+   touched (whole, so a redone window overwrites instead of duplicating);
+4. diagnose the signatures that are new or changed, at most ``diagnosis_budget`` of them, most
+   frequent first, each diagnosis an object named by its id (a redo overwrites it);
+5. commit the new watermark and the signatures with one conditional write. Until that write,
+   nothing is counted: a crash anywhere before it makes the next run redo the same window;
+6. export the ``signatures`` table (one object, replaced whole).
+
+The diagnosis model's calls become op records (``source`` "llm") on the ops queue, so their
+cost and errors land in the lake like any other op.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from opslake.analysis.diagnoser import Diagnoser, llm_call_op
+from opslake.analysis.signatures import SignatureIndex, mark_diagnosed, needs_diagnosis, select_for_diagnosis
+from opslake.config import Settings
+from opslake.jobs import Backfill, Window, scheduled_window, window_predicate
+from opslake.lake import derived
+from opslake.lake.catalog import Catalog
+from opslake.lake.store import ObjectStore
+from opslake.models.analysis import Diagnosis, FailureRow, FailureSample, Signature
+from opslake.observability import logger, metrics
+from opslake.query.base import QueryEngine
+from opslake.queue import OpsQueue
+from opslake.state import Lease, LeaseLostError, StateStore
+
+if TYPE_CHECKING:
+    from opslake.llm import LlmCall
+
+MAX_SAMPLES = 5
+SAMPLE_TEXT_CHARS = 600
+MAX_CONTRASTS = 3
+LLM_AGENT_ID = "opslake-analyzer"
+
+
+@dataclass
+class AnalyzerRun:
+    """What one run did (returned by the handler and logged)."""
+
+    status: str = "ok"  # ok | nothing_to_do | busy | lease_lost
+    mode: str = "scheduled"  # scheduled | backfill
+    window: dict[str, str] | None = None
+    failures_read: int = 0
+    failures_counted: int = 0
+    failure_partitions_written: int = 0
+    signatures_new: int = 0
+    signatures_updated: int = 0
+    signatures_total: int = 0
+    diagnoses: int = 0
+    diagnoses_pending: int = 0
+    llm_calls: int = 0
+    fallbacks: int = 0
+    bytes_scanned: int = 0
+    queries: int = 0
+    duration_ms: float = 0.0
+    diagnosed: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def failures_sql(table: str, window: Window, *, read_until: datetime) -> str:
+    """Failed ops of the window's partitions, from the start of its first hour (so each hour's
+    ``failures`` object can be rewritten whole) to ``read_until``. The model's own calls are not
+    analyzed: diagnosing them with the same model would feed on itself."""
+    read = Window(window.start, read_until)
+    return f"""SELECT op_id, endpoint, agent_id, ts, ingested_at, error, error_type, input_summary, task_class
+FROM {table}
+WHERE {window_predicate(read, from_start_of_hour=True)}
+  AND NOT success AND source <> 'llm'
+ORDER BY ingested_at, op_id"""
+
+
+def contrasts_sql(table: str, window: Window, endpoints: Sequence[str]) -> str:
+    """A few recent successes per endpoint, to show the model what working calls look like."""
+    names = ", ".join("'" + e.replace("'", "''") + "'" for e in sorted(set(endpoints)))
+    return f"""SELECT endpoint, input_summary FROM (
+  SELECT endpoint, input_summary,
+         row_number() OVER (PARTITION BY endpoint ORDER BY ingested_at DESC, op_id) AS rn
+  FROM {table}
+  WHERE {window_predicate(window)} AND success AND input_summary IS NOT NULL AND endpoint IN ({names})
+) WHERE rn <= {MAX_CONTRASTS}"""
+
+
+def _sample(row: dict[str, Any]) -> FailureSample:
+    def cut(value: Any) -> str | None:
+        return None if value is None else str(value)[:SAMPLE_TEXT_CHARS]
+
+    return FailureSample(
+        op_id=row["op_id"],
+        endpoint=row["endpoint"],
+        agent_id=row["agent_id"],
+        ts=row["ts"],
+        ingested_at=row["ingested_at"],
+        error=cut(row.get("error")),
+        error_type=row.get("error_type"),
+        input_summary=cut(row.get("input_summary")),
+        task_class=row.get("task_class"),
+    )
+
+
+class Analyzer:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        engine: QueryEngine,
+        store: ObjectStore,
+        failures_catalog: Catalog,
+        state: StateStore,
+        diagnoser: Diagnoser,
+        ops_queue: OpsQueue | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.store = store
+        self.failures_catalog = failures_catalog
+        self.state = state
+        self.diagnoser = diagnoser
+        self.ops_queue = ops_queue
+        self.clock = clock
+        self.table = settings.ops_table
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(self, backfill: Backfill | None = None) -> AnalyzerRun:
+        started = time.perf_counter()
+        report = AnalyzerRun(mode="backfill" if backfill else "scheduled")
+        lease = self.state.acquire()
+        if lease is None:
+            report.status = "busy"
+            logger.info("another analyzer run holds the lease: nothing done")
+            return self._finish(report, started)
+        try:
+            self._run_leased(lease, backfill, report)
+        except LeaseLostError as exc:
+            report.status = "lease_lost"
+            metrics.add_metric(name="AnalyzerLeaseLost", unit="Count", value=1)
+            logger.warning("analyzer commit refused; the next run redoes the window", error=str(exc))
+        except BaseException:
+            self.state.release(lease)  # let the next run start at once rather than after the lease
+            raise
+        return self._finish(report, started)
+
+    def _finish(self, report: AnalyzerRun, started: float) -> AnalyzerRun:
+        report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
+        logger.info("analyzer run", **report.as_dict())
+        return report
+
+    def _run_leased(self, lease: Lease, backfill: Backfill | None, report: AnalyzerRun) -> None:
+        now = self.clock()
+        watermark = lease.state.watermark
+        if backfill:
+            window = Window(backfill.since, backfill.until)
+            # Rewriting an hour must keep what scheduled runs already wrote there (up to the
+            # watermark): read the last hour up to its end, or the watermark if that is earlier.
+            hour_end = window.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+            read_until = max(window.end, min(hour_end, watermark or window.end))
+        else:
+            found = scheduled_window(
+                watermark,
+                now,
+                settle_s=self.settings.analyzer_settle_s,
+                initial_lookback=timedelta(hours=self.settings.analyzer_initial_lookback_h),
+                max_span=timedelta(hours=self.settings.analyzer_max_window_h),
+            )
+            if found is None:
+                report.status = "nothing_to_do"
+                self.state.release(lease)
+                return
+            window, read_until = found, found.end
+        report.window = window.as_dict()
+
+        signatures = {
+            sid: Signature.model_validate(raw) for sid, raw in lease.state.data.get("signatures", {}).items()
+        }
+        samples: dict[str, list[dict[str, Any]]] = dict(lease.state.data.get("samples", {}))
+        known_before = set(signatures)
+        before = {sid: sig.count for sid, sig in signatures.items()}
+
+        rows = self._query(failures_sql(self.table, window, read_until=read_until), report)
+        failures = _dedupe(_sample(row) for row in rows)
+        report.failures_read = sum(1 for f in failures if window.start <= f.ingested_at < window.end)
+
+        index = SignatureIndex(signatures)
+        if backfill:
+            # Scheduled runs counted everything below the watermark; a backfill only adds
+            # signatures they never saw (e.g. from before the first run's lookback).
+            limit = min(window.end, watermark) if watermark else window.end
+            counted = {
+                f.op_id
+                for f in failures
+                if window.start <= f.ingested_at < limit
+                and index.signature_of(f.endpoint, f.error_type, f.error)[0] not in known_before
+            }
+        else:
+            counted = {f.op_id for f in failures if f.ingested_at >= window.start}
+        assigned = index.apply(failures, count=counted)
+        report.failures_counted = len(counted)
+        self._remember_samples(samples, failures, assigned, window)
+        self._write_failures(assigned, report)
+
+        report.signatures_new = len(set(signatures) - known_before)
+        report.signatures_updated = sum(
+            1 for sid, sig in signatures.items() if sid in known_before and sig.count != before[sid]
+        )
+        seen_in_window = {row.signature_id for row in assigned if row.ingested_at >= window.start}
+        candidates = [signatures[s] for s in seen_in_window] if backfill else list(signatures.values())
+        chosen = select_for_diagnosis(candidates, self.settings.diagnosis_budget)
+        report.diagnoses_pending = sum(1 for s in candidates if needs_diagnosis(s)) - len(chosen)
+        self._diagnose(chosen, samples, window, now, report)
+
+        data = {
+            "signatures": {sid: sig.model_dump(mode="json") for sid, sig in signatures.items()},
+            "samples": samples,
+        }
+        self.state.commit(lease, watermark=watermark if backfill else window.end, data=data)
+        report.signatures_total = len(signatures)
+        self._export_signatures(signatures)
+        metrics.add_metric(name="FailuresAnalyzed", unit="Count", value=report.failures_read)
+        metrics.add_metric(name="SignaturesNew", unit="Count", value=report.signatures_new)
+        metrics.add_metric(name="Diagnoses", unit="Count", value=report.diagnoses)
+        metrics.add_metric(name="DiagnosisFallbacks", unit="Count", value=report.fallbacks)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _query(self, sql: str, report: AnalyzerRun) -> list[dict[str, Any]]:
+        result = self.engine.run(sql, timeout_s=self.settings.query_timeout_s)
+        report.queries += 1
+        report.bytes_scanned += result.bytes_scanned or 0
+        return result.records()
+
+    def _remember_samples(
+        self,
+        samples: dict[str, list[dict[str, Any]]],
+        failures: Sequence[FailureSample],
+        assigned: Sequence[FailureRow],
+        window: Window,
+    ) -> None:
+        """Keep up to 5 recent failures per signature (texts cut), preferring distinct errors, so a
+        signature diagnosed in a later run still has evidence to show the model."""
+        for failure, row in zip(failures, assigned, strict=True):
+            if failure.ingested_at < window.start:
+                continue
+            kept = samples.setdefault(row.signature_id, [])
+            if any(k["op_id"] == failure.op_id for k in kept):
+                continue
+            entry = failure.model_dump(mode="json")
+            if len(kept) < MAX_SAMPLES:
+                kept.append(entry)
+            elif all(k.get("error") != failure.error for k in kept):
+                kept[-1] = entry  # a new wording replaces the newest of the old ones
+
+    def _write_failures(self, assigned: Sequence[FailureRow], report: AnalyzerRun) -> None:
+        groups = derived.partitions_of([row.model_dump() for row in assigned])
+        if not groups:
+            return
+        self.failures_catalog.ensure_partitions(groups)
+        for (dt, hour), rows in sorted(groups.items()):
+            self.store.put(
+                derived.failures_key(dt, hour),
+                derived.parquet_bytes("failures", rows),
+                content_type="application/vnd.apache.parquet",
+            )
+            report.failure_partitions_written += 1
+
+    def _diagnose(
+        self,
+        chosen: Sequence[tuple[Signature, str]],
+        samples: dict[str, list[dict[str, Any]]],
+        window: Window,
+        now: datetime,
+        report: AnalyzerRun,
+    ) -> None:
+        if not chosen:
+            return
+        contrasts: dict[str, list[str]] = {}
+        if self.diagnoser.wants_contrasts:
+            endpoints = [sig.endpoint for sig, _ in chosen]
+            for row in self._query(contrasts_sql(self.table, window, endpoints), report):
+                contrasts.setdefault(row["endpoint"], []).append(str(row["input_summary"]))
+        for sig, reason in chosen:
+            sig_samples = [FailureSample.model_validate(s) for s in samples.get(sig.signature_id, [])]
+            outcome = self.diagnoser.diagnose(sig, sig_samples, contrasts.get(sig.endpoint, []))
+            diagnosis_id = f"dg_{sig.signature_id}_{sig.diagnoses + 1}"
+            diagnosis = Diagnosis(
+                diagnosis_id=diagnosis_id,
+                signature_id=sig.signature_id,
+                endpoint=sig.endpoint,
+                template=sig.template,
+                **outcome.answer.model_dump(),
+                diagnosed_by=outcome.diagnosed_by,
+                failure_count=sig.count,
+                agent_count=sig.agent_count,
+                evidence_op_ids=[s.op_id for s in sig_samples] or list(sig.sample_op_ids),
+                created_at=now,
+            )
+            self.store.put(
+                derived.diagnosis_key(diagnosis_id),
+                derived.parquet_bytes("diagnoses", [diagnosis.model_dump()]),
+                content_type="application/vnd.apache.parquet",
+            )
+            mark_diagnosed(sig, diagnosis_id=diagnosis_id, at=now)
+            report.diagnoses += 1
+            report.fallbacks += int(outcome.fell_back)
+            report.diagnosed.append(f"{sig.signature_id}:{reason}:{outcome.diagnosed_by}")
+        calls = self.diagnoser.drain_calls()
+        report.llm_calls = len(calls)
+        self._record_llm_calls(calls)
+        self.diagnoser.save_state()
+
+    def _record_llm_calls(self, calls: Sequence[LlmCall]) -> None:
+        """Each model call becomes an op record; losing them must not fail the run, but is counted."""
+        if not calls or self.ops_queue is None:
+            return
+        messages = [
+            llm_call_op(call, agent_id=LLM_AGENT_ID, purpose="diagnosis").to_message() for call in calls
+        ]
+        try:
+            self.ops_queue.send(messages)
+        except Exception as exc:  # the queue's own retries are spent; the run's result stands
+            metrics.add_metric(name="LlmOpsLost", unit="Count", value=len(messages))
+            logger.error("LLM call records could not be enqueued", count=len(messages), error=str(exc)[:300])
+
+    def _export_signatures(self, signatures: dict[str, Signature]) -> None:
+        rows = [
+            {
+                **sig.model_dump(),
+                "variant_count": len(sig.variants),
+                "sample_op_ids": list(sig.sample_op_ids),
+            }
+            for sig in sorted(signatures.values(), key=lambda s: (-s.count, s.signature_id))
+        ]
+        self.store.put(
+            derived.whole_table_key("signatures"),
+            derived.parquet_bytes("signatures", rows),
+            content_type="application/vnd.apache.parquet",
+        )
+
+
+def _dedupe(failures: Any) -> list[FailureSample]:
+    """One row per ``op_id`` (the lake is at-least-once until compaction)."""
+    seen: set[str] = set()
+    unique = []
+    for failure in failures:
+        if failure.op_id not in seen:
+            seen.add(failure.op_id)
+            unique.append(failure)
+    return unique
+
+
+def build_analyzer(settings: Settings) -> Analyzer:
+    """An analyzer wired to this process's AWS clients (per-container clients, per-run state)."""
+    from opslake import runtime
+    from opslake.lake.catalog import GlueCatalog
+    from opslake.lake.store import S3ObjectStore
+
+    settings.require("lake_bucket")
+    s3 = runtime.client("s3")
+    llm = None
+    if settings.llm_base_url and settings.llm_model:
+        from opslake.llm import LlmClient
+
+        llm = LlmClient.from_settings(settings, s3_client=s3)
+    return Analyzer(
+        settings=settings,
+        engine=runtime.query_engine(),
+        store=S3ObjectStore(s3, settings.lake_bucket),
+        failures_catalog=GlueCatalog(runtime.client("glue"), settings.glue_database, "failures"),
+        state=StateStore(
+            s3, settings.lake_bucket, settings.analyzer_state_key, lease_s=settings.analyzer_lease_s
+        ),
+        diagnoser=Diagnoser(llm),
+        ops_queue=runtime.ops_queue() if settings.ops_queue_url else None,
+    )

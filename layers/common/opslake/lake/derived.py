@@ -1,0 +1,161 @@
+"""The tables the scheduled jobs derive from ``ops``: failures, signatures, diagnoses, playbooks.
+
+Each is Parquet under ``derived/<table>/`` in the lake bucket and a Glue table of the same name
+(template.yaml declares the columns; an infrastructure test asserts they equal these schemas).
+Every object name is a function of *what* it holds, never of *when* it was written, so a rerun
+after a crash overwrites instead of duplicating:
+
+* ``failures``: partitioned like ``ops`` (``dt``/``hour`` of ``ingested_at``); one object per
+  partition holding every failure of that hour analyzed so far, rewritten whole by each run that
+  touches the hour (a PUT replaces an object atomically for readers).
+* ``signatures`` and ``playbooks``: one object each, the whole table, rewritten after each run.
+* ``diagnoses``: one object per diagnosis, named by its id (``dg_<signature>_<n>``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from opslake.lake.layout import partition_prefix
+from opslake.lake.parquet import to_parquet_bytes
+from opslake.lake.schema import glue_columns
+
+DERIVED_PREFIX = "derived/"
+_TS = pa.timestamp("ms", tz="UTC")
+_IDS = pa.list_(pa.string())
+
+FAILURES_SCHEMA = pa.schema(
+    [
+        pa.field("op_id", pa.string(), nullable=False),
+        pa.field("signature_id", pa.string(), nullable=False),
+        pa.field("endpoint", pa.string(), nullable=False),
+        pa.field("agent_id", pa.string(), nullable=False),
+        pa.field("error_type", pa.string()),
+        pa.field("ts", _TS, nullable=False),
+        pa.field("ingested_at", _TS, nullable=False),
+    ]
+)
+
+SIGNATURES_SCHEMA = pa.schema(
+    [
+        pa.field("signature_id", pa.string(), nullable=False),
+        pa.field("endpoint", pa.string(), nullable=False),
+        pa.field("error_type", pa.string()),
+        pa.field("template", pa.string(), nullable=False),
+        pa.field("count", pa.int64(), nullable=False),
+        pa.field("agent_count", pa.int64(), nullable=False),
+        pa.field("variant_count", pa.int64(), nullable=False),
+        pa.field("first_seen", _TS, nullable=False),
+        pa.field("last_seen", _TS, nullable=False),
+        pa.field("sample_op_ids", _IDS),
+        pa.field("diagnoses", pa.int64(), nullable=False),
+        pa.field("last_diagnosis_id", pa.string()),
+        pa.field("last_diagnosed_at", _TS),
+    ]
+)
+
+DIAGNOSES_SCHEMA = pa.schema(
+    [
+        pa.field("diagnosis_id", pa.string(), nullable=False),
+        pa.field("signature_id", pa.string(), nullable=False),
+        pa.field("endpoint", pa.string(), nullable=False),
+        pa.field("template", pa.string(), nullable=False),
+        pa.field("cause", pa.string(), nullable=False),
+        pa.field("agent_adjustment", pa.string(), nullable=False),
+        pa.field("avoid", pa.bool_(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("confidence", pa.float64(), nullable=False),
+        pa.field("diagnosed_by", pa.string(), nullable=False),
+        pa.field("failure_count", pa.int64(), nullable=False),
+        pa.field("agent_count", pa.int64(), nullable=False),
+        pa.field("evidence_op_ids", _IDS),
+        pa.field("created_at", _TS, nullable=False),
+    ]
+)
+
+PLAYBOOKS_SCHEMA = pa.schema(
+    [
+        pa.field("entry_id", pa.string(), nullable=False),
+        pa.field("trigger", pa.string(), nullable=False),
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("domain", pa.string()),
+        pa.field("scope", pa.string()),
+        pa.field("endpoint", pa.string()),
+        pa.field("task_class", pa.string()),
+        pa.field("signature_id", pa.string()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("confidence", pa.float64(), nullable=False),
+        pa.field("evidence_op_ids", _IDS),
+        pa.field("evidence_agent_count", pa.int64()),
+        pa.field("created_at", _TS, nullable=False),
+        pa.field("published_at", _TS),
+        pa.field("retired_at", _TS),
+        pa.field("ops_before", pa.int64()),
+        pa.field("failures_before", pa.int64()),
+        pa.field("ops_after", pa.int64()),
+        pa.field("failures_after", pa.int64()),
+        pa.field("failure_rate_before", pa.float64()),
+        pa.field("failure_rate_after", pa.float64()),
+    ]
+)
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "failures": FAILURES_SCHEMA,
+    "signatures": SIGNATURES_SCHEMA,
+    "diagnoses": DIAGNOSES_SCHEMA,
+    "playbooks": PLAYBOOKS_SCHEMA,
+}
+PARTITIONED: frozenset[str] = frozenset({"failures"})
+
+
+def table_prefix(table: str) -> str:
+    """``derived/<table>/``: the Glue table's location in the lake bucket."""
+    return f"{DERIVED_PREFIX}{table}/"
+
+
+def failures_key(dt: str, hour: str) -> str:
+    return f"{partition_prefix(table_prefix('failures'), dt, hour)}failures.parquet"
+
+
+def whole_table_key(table: str) -> str:
+    return f"{table_prefix(table)}{table}.parquet"
+
+
+def diagnosis_key(diagnosis_id: str) -> str:
+    return f"{table_prefix('diagnoses')}{diagnosis_id}.parquet"
+
+
+def derived_glue_columns(table: str) -> list[dict[str, str]]:
+    return glue_columns(SCHEMAS[table])
+
+
+def to_table(table: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """Rows (dicts, extra keys ignored) as an Arrow table of ``table``'s schema."""
+    schema = SCHEMAS[table]
+    return pa.Table.from_pylist(
+        [{name: row.get(name) for name in schema.names} for row in rows], schema=schema
+    )
+
+
+def parquet_bytes(table: str, rows: Sequence[Mapping[str, Any]]) -> bytes:
+    return to_parquet_bytes(to_table(table, rows))
+
+
+def read_rows(data: bytes) -> list[dict[str, Any]]:
+    """Rows of one derived object (for the jobs that keep a whole table in one object)."""
+    import pyarrow.parquet as pq
+
+    return list(pq.read_table(pa.BufferReader(data)).to_pylist())
+
+
+def partitions_of(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """Failure rows grouped by the ``(dt, hour)`` of their ``ingested_at``."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        at = row["ingested_at"]
+        groups.setdefault((at.strftime("%Y-%m-%d"), at.strftime("%H")), []).append(row)
+    return groups

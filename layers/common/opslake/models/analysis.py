@@ -1,0 +1,126 @@
+"""Contracts of the analyzer: failures, signatures and diagnoses (tables ``failures``,
+``signatures`` and ``diagnoses``), and the JSON a model must answer when it diagnoses.
+
+Every model output is validated against :class:`DiagnosisAnswer` before anything is stored; the
+heuristic diagnoser produces the same shape, so downstream code never knows the difference
+except through ``diagnosed_by``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from opslake.models.ops import Id, UtcMs
+
+MAX_CAUSE_CHARS = 500
+MAX_ADJUSTMENT_CHARS = 300
+MAX_TEMPLATE_CHARS = 1_000
+MAX_SAMPLE_OP_IDS = 5
+MAX_TRACKED_AGENTS = 200  # distinct agents kept per signature; the count saturates beyond
+
+Category = Literal[
+    "unknown_column",
+    "unknown_table",
+    "not_found",
+    "timeout",
+    "rate_limit",
+    "auth",
+    "validation",
+    "resource_exhausted",
+    "other",
+]
+CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
+Confidence = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class FailureSample(BaseModel):
+    """A failed op as the analyzer reads it from ``ops`` (the columns it needs, nothing else)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    op_id: Id
+    endpoint: Id
+    agent_id: Id
+    ts: UtcMs
+    ingested_at: UtcMs
+    error: str | None = None
+    error_type: str | None = None
+    input_summary: str | None = None
+    task_class: str | None = None
+
+
+class FailureRow(BaseModel):
+    """One row of ``failures``: every failed op gets exactly one signature."""
+
+    model_config = ConfigDict(frozen=True)
+
+    op_id: Id
+    signature_id: Id
+    endpoint: Id
+    agent_id: Id
+    error_type: str | None = None
+    ts: UtcMs
+    ingested_at: UtcMs
+
+
+class DiagnosisAnswer(BaseModel):
+    """What a diagnoser (model or heuristic) must answer; also the JSON schema sent to the model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cause: Annotated[str, Field(min_length=1, max_length=MAX_CAUSE_CHARS, description="why the ops fail")]
+    agent_adjustment: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_ADJUSTMENT_CHARS, description="what an agent should do instead"),
+    ]
+    avoid: bool = Field(description="whether agents should avoid this pattern altogether")
+    category: Category
+    confidence: Confidence
+
+
+class Signature(BaseModel):
+    """A failure signature and what the analyzer knows about it (kept in the analyzer's state
+    object and exported whole as the ``signatures`` table after each run)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    signature_id: Id
+    endpoint: Id
+    error_type: str | None = None
+    template: Annotated[str, Field(max_length=MAX_TEMPLATE_CHARS)]
+    count: Annotated[int, Field(ge=0)] = 0
+    agents: list[str] = Field(default_factory=list, description=f"up to {MAX_TRACKED_AGENTS} distinct agents")
+    agent_count: Annotated[int, Field(ge=0)] = 0
+    variants: list[str] = Field(default_factory=list, description="distinct input templates seen (capped)")
+    first_seen: UtcMs
+    last_seen: UtcMs
+    sample_op_ids: list[Id] = Field(default_factory=list)
+    # diagnosis bookkeeping: what the signature looked like when it was last diagnosed
+    diagnosed_count: Annotated[int, Field(ge=0)] = 0
+    diagnosed_variants: Annotated[int, Field(ge=0)] = 0
+    diagnoses: Annotated[int, Field(ge=0)] = 0
+    last_diagnosed_at: UtcMs | None = None
+    last_diagnosis_id: str | None = None
+
+
+class Diagnosis(BaseModel):
+    """One row of ``diagnoses``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    diagnosis_id: Id
+    signature_id: Id
+    endpoint: Id
+    template: str
+    cause: str
+    agent_adjustment: str
+    avoid: bool
+    category: Category
+    confidence: Confidence
+    diagnosed_by: Id = Field(description="the model's name, or 'heuristic'")
+    failure_count: Annotated[int, Field(ge=0)]
+    agent_count: Annotated[int, Field(ge=0)]
+    evidence_op_ids: list[Id]
+    created_at: UtcMs
