@@ -5,7 +5,8 @@ Ctrl-C and records where they are in a state file (``.opslake/local.json`` next 
 ``--state`` or ``OPSLAKE_LOCAL_STATE`` moves it). The other commands use that running stack:
 ``query`` / ``queries`` (Athena SQL on the embedded engine, or on Athena with ``--athena``),
 ``keys`` (API keys in the stack's usage plan, or a deployed stack's with ``--aws``),
-``schedule run``, and ``invoke`` (which starts an ephemeral stack when none runs).
+``schedule run``, ``report`` (a self-contained HTML report of the lake, local or ``--athena``),
+and ``invoke`` (which starts an ephemeral stack when none runs).
 Exit codes: 0 done, 1 the operation failed, 2 bad usage or no running stack.
 """
 
@@ -303,6 +304,24 @@ def cmd_queries_run(args: argparse.Namespace) -> int:
     return _run_sql(args, queries[args.name].sql)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the HTML report of the local stack's lake (or, with --athena, the deployed one's)."""
+    from opslake_local.report import build_report, write_report
+
+    summary = None
+    if args.summary:
+        try:
+            summary = json.loads(Path(args.summary).read_text())
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot read the summary {args.summary}: {exc}", 2) from exc
+    state = None if args.athena else _require_stack(args)
+    with stack_environment(state) if state is not None else _no_change():
+        html = build_report(_engine(args), summary=summary, timeout_s=args.timeout)
+    path = write_report(Path(args.out), html)
+    print(f"report written to {path} ({len(html):,} bytes)")
+    return 0
+
+
 def _keys_target(args: argparse.Namespace) -> tuple[Any, str, str]:
     """(API Gateway client, usage plan id, where) for the local stack or, with --aws, AWS."""
     if args.aws:
@@ -463,6 +482,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("name", help="e.g. failure_rate_by_endpoint_hour")
     engine_options(run)
     run.set_defaults(func=cmd_queries_run)
+
+    report = commands.add_parser(
+        "report", help="write a self-contained HTML report of the lake (or --athena)"
+    )
+    report.add_argument(
+        "--out", default="out/report.html", help="where to write it (default out/report.html)"
+    )
+    report.add_argument("--summary", default=None, help="a demo summary JSON file (failure rate per cycle)")
+    engine_options(report)
+    report.set_defaults(func=cmd_report)
 
     keys = commands.add_parser(
         "keys", help="API keys of the usage plan (local stack, or --aws)"

@@ -1,0 +1,244 @@
+"""The HTML report, built from a local lake through the embedded engine: self-contained, every
+section present, hostile op text escaped, and "no data yet" (not a crash) for missing tables."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from opslake.config import load_settings
+from opslake.lake.schema import glue_columns
+from opslake.query.base import QueryEngine
+from opslake.query.factory import create_engine
+from opslake_local.cli import main as cli_main
+from opslake_local.drain import Drainer
+from opslake_local.report import build_report, write_report
+from opslake_local.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+HOSTILE = '<script>alert("pwned")</script><img src="https://evil.example/x.png">'
+SECTIONS = ("overview", "cycles", "hourly", "signatures", "latency", "playbooks", "diagnoses")
+_TS = pa.timestamp("ms", tz="UTC")
+_IDS = pa.list_(pa.string())
+
+DERIVED_SCHEMAS: dict[str, pa.Schema] = {
+    "signatures": pa.schema(
+        [("signature_id", pa.string()), ("endpoint", pa.string()), ("error_type", pa.string()),
+         ("template", pa.string()), ("count", pa.int64()), ("agent_count", pa.int64()),
+         ("variant_count", pa.int64()), ("first_seen", _TS), ("last_seen", _TS), ("sample_op_ids", _IDS),
+         ("diagnoses", pa.int64()), ("last_diagnosis_id", pa.string()), ("last_diagnosed_at", _TS)]
+    ),
+    "diagnoses": pa.schema(
+        [("diagnosis_id", pa.string()), ("signature_id", pa.string()), ("endpoint", pa.string()),
+         ("template", pa.string()), ("cause", pa.string()), ("agent_adjustment", pa.string()),
+         ("avoid", pa.bool_()), ("category", pa.string()), ("confidence", pa.float64()),
+         ("diagnosed_by", pa.string()), ("failure_count", pa.int64()), ("agent_count", pa.int64()),
+         ("evidence_op_ids", _IDS), ("created_at", _TS)]
+    ),
+    "playbooks": pa.schema(
+        [("entry_id", pa.string()), ("trigger", pa.string()), ("action", pa.string()), ("kind", pa.string()),
+         ("domain", pa.string()), ("scope", pa.string()), ("endpoint", pa.string()),
+         ("task_class", pa.string()), ("signature_id", pa.string()), ("status", pa.string()),
+         ("confidence", pa.float64()), ("evidence_op_ids", _IDS), ("evidence_agent_count", pa.int64()),
+         ("created_at", _TS), ("published_at", _TS), ("retired_at", _TS), ("ops_before", pa.int64()),
+         ("failures_before", pa.int64()), ("ops_after", pa.int64()), ("failures_after", pa.int64()),
+         ("failure_rate_before", pa.float64()), ("failure_rate_after", pa.float64())]
+    ),
+}  # fmt: skip
+
+
+def derived_rows(hostile: str = HOSTILE) -> dict[str, list[dict[str, Any]]]:
+    """A few rows per derived table; the first signature's template carries ``hostile`` text."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    before = now - timedelta(hours=1)
+    return {
+        "signatures": [
+            {"signature_id": "sg_col", "endpoint": "/sql", "error_type": "sql_column_not_found",
+             "template": f"COLUMN_NOT_FOUND: Column '<*>' cannot be resolved {hostile}", "count": 12,
+             "agent_count": 5, "variant_count": 3, "first_seen": before, "last_seen": now,
+             "sample_op_ids": ["op1", "op2"], "diagnoses": 1, "last_diagnosis_id": "dg_sg_col_1",
+             "last_diagnosed_at": now},
+            {"signature_id": "sg_id", "endpoint": "/worker/{id}", "error_type": "not_found",
+             "template": "no worker with id '<*>'", "count": 4, "agent_count": 3, "variant_count": 1,
+             "first_seen": before, "last_seen": now, "sample_op_ids": ["op3"], "diagnoses": 0,
+             "last_diagnosis_id": None, "last_diagnosed_at": None},
+        ],
+        "diagnoses": [
+            {"diagnosis_id": "dg_sg_col_1", "signature_id": "sg_col", "endpoint": "/sql",
+             "template": f"COLUMN_NOT_FOUND {hostile}", "cause": "agents guess column names",
+             "agent_adjustment": "GET /tables/{name} before writing SQL", "avoid": True,
+             "category": "unknown_column", "confidence": 0.85, "diagnosed_by": "heuristic",
+             "failure_count": 12, "agent_count": 5, "evidence_op_ids": ["op1", "op2", "op4"], "created_at": now},
+        ],
+        "playbooks": [
+            {"entry_id": "pb_sql_describe", "trigger": "writing SQL", "action": f"describe the table {hostile}",
+             "kind": "do", "domain": "sql", "scope": "project", "endpoint": "/sql", "task_class": None,
+             "signature_id": "sg_col", "status": "active", "confidence": 0.8,
+             "evidence_op_ids": ["op5", "op6", "op7"], "evidence_agent_count": 3, "created_at": before,
+             "published_at": before, "retired_at": None, "ops_before": 40, "failures_before": 12,
+             "ops_after": 30, "failures_after": 2, "failure_rate_before": 0.3, "failure_rate_after": 0.0667},
+            {"entry_id": "pb_match_filters", "trigger": "staffing a job", "action": "send role and state",
+             "kind": "avoid", "domain": "staffing", "scope": "project", "endpoint": "/match",
+             "task_class": "staff_job", "signature_id": None, "status": "active", "confidence": 0.6,
+             "evidence_op_ids": ["op8"], "evidence_agent_count": 2, "created_at": now, "published_at": now,
+             "retired_at": None, "ops_before": None, "failures_before": None, "ops_after": None,
+             "failures_after": None, "failure_rate_before": None, "failure_rate_after": None},
+        ],
+    }  # fmt: skip
+
+
+def write_derived_tables(
+    stack: LocalStack, *, database: str | None = None, rows: dict[str, list[dict[str, Any]]] | None = None
+) -> None:
+    """Glue tables ``signatures``, ``diagnoses``, ``playbooks`` with one small Parquet file each
+    (replacing any the template declared), under ``report-test/<table>/`` in the lake bucket."""
+    glue, s3 = stack.client("glue"), stack.client("s3")
+    database = database or stack.environment["OPSLAKE_GLUE_DATABASE"]
+    rows = rows if rows is not None else derived_rows()
+    for name, schema in DERIVED_SCHEMAS.items():
+        prefix = f"report-test/{database}/{name}/"
+        if rows.get(name):
+            sink = io.BytesIO()
+            pq.write_table(pa.Table.from_pylist(rows[name], schema=schema), sink)
+            s3.put_object(Bucket=stack.bucket, Key=prefix + "part-0.parquet", Body=sink.getvalue())
+        with contextlib.suppress(glue.exceptions.EntityNotFoundException):
+            glue.delete_table(DatabaseName=database, Name=name)
+        glue.create_table(
+            DatabaseName=database,
+            TableInput={
+                "Name": name,
+                "TableType": "EXTERNAL_TABLE",
+                "StorageDescriptor": {
+                    "Columns": glue_columns(schema),
+                    "Location": f"s3://{stack.bucket}/{prefix}",
+                    "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+                    "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+                    "SerdeInfo": {
+                        "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+                    },
+                },
+            },
+        )
+
+
+def engine_for(stack: LocalStack, database: str | None = None) -> QueryEngine:
+    env = {**stack.environment, "OPSLAKE_QUERY_ENGINE": "embedded"}
+    if database:
+        env["OPSLAKE_GLUE_DATABASE"] = database
+    return create_engine(load_settings(env), glue_client=stack.client("glue"))
+
+
+def seed_ops(stack: LocalStack, client: httpx.Client, drainer: Drainer) -> None:
+    """A few real tool calls (one failing with hostile text) and events, drained into the lake."""
+    assert stack.api_key is not None
+    headers = {"x-api-key": stack.api_key.value}
+    assert (
+        client.post("/sql", json={"sql": "SELECT count(*) FROM workers"}, headers=headers).status_code == 200
+    )
+    assert client.get("/worker/W99999", headers=headers).status_code == 404
+    answer = client.post(
+        "/events",
+        json={
+            "endpoint": "tool:<i>query</i>",
+            "success": False,
+            "duration_ms": 12.5,
+            "error": HOSTILE,
+            "error_type": "Hostile<b>",
+            "input_summary": HOSTILE,
+        },
+        headers=headers,
+    )
+    assert answer.status_code == 202
+    assert drainer.drain().failed == 0
+
+
+SUMMARY = {
+    "seed": 7,
+    "note": HOSTILE,
+    "cycles": [
+        {"cycle": 1, "arm": "with playbooks", "failure_rate": 0.2, "tool_calls": 50, "tool_failures": 10},
+        {"cycle": 2, "arm": "with playbooks", "failure_rate": 0.1, "tool_calls": 60, "tool_failures": 6},
+        {"cycle": 1, "playbooks_enabled": False, "failure_rate": 0.22, "tool_calls": 50, "tool_failures": 11},
+        {"cycle": 2, "playbooks_enabled": False, "failure_rate": 0.21, "tool_calls": 52, "tool_failures": 11},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def lake(local: tuple[LocalStack, httpx.Client, Drainer]) -> LocalStack:
+    stack, client, drainer = local
+    seed_ops(stack, client, drainer)
+    write_derived_tables(stack)
+    return stack
+
+
+def assert_self_contained(html: str) -> None:
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html, re.I), "external resource"
+    assert "@import" not in html and "url(" not in html
+    assert html.count("<script>") == 1  # only the hashed render marker
+
+
+def test_report_has_every_section_with_charts_and_escapes_hostile_text(lake: LocalStack) -> None:
+    html = build_report(engine_for(lake), summary=SUMMARY)
+    assert_self_contained(html)
+    for anchor in SECTIONS:
+        assert f'<section id="{anchor}">' in html
+    assert "no data yet" not in html
+    assert html.count('<svg class="chart"') == 5  # cycles, hourly, signatures, latency, efficacy
+    for chart in re.findall(r'<svg class="chart".*?</svg>', html, re.S):
+        assert "<title>" in chart and "aria-label=" in chart
+        assert re.search(r"<(polyline|rect class=\"bar\")", chart)
+    # hostile text from the lake and from the summary is shown, escaped, never as markup
+    assert "<script>alert" not in html and "<img" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;" in html
+    assert "sg_col" in html and "pb_sql_describe" in html and "dg_sg_col_1" in html
+    assert "/worker/{id}" in html and "30.0%" in html  # latency row and playbook efficacy
+    assert "with playbooks" in html and "without playbooks" in html
+    assert "tool:&lt;i&gt;query&lt;/i&gt;" in html  # an agent-chosen endpoint name, escaped
+
+
+def test_report_without_derived_tables_says_no_data_yet(lake: LocalStack) -> None:
+    glue = lake.client("glue")
+    glue.create_database(DatabaseInput={"Name": "report_empty"})
+    html = build_report(engine_for(lake, "report_empty"))  # no table at all, no summary
+    assert_self_contained(html)
+    for anchor in SECTIONS:
+        assert f'<section id="{anchor}">' in html
+    for table in ("ops", "signatures", "diagnoses", "playbooks"):
+        assert f"table <code>{table}</code> does not exist yet" in html
+    assert "no demo summary" in html
+    assert '<svg class="chart"' not in html
+
+
+def test_report_with_empty_tables_says_no_rows_yet(lake: LocalStack) -> None:
+    glue = lake.client("glue")
+    glue.create_database(DatabaseInput={"Name": "report_no_rows"})
+    write_derived_tables(lake, database="report_no_rows", rows={})
+    html = build_report(engine_for(lake, "report_no_rows"))
+    for table in ("signatures", "diagnoses", "playbooks"):
+        assert f"table <code>{table}</code> has no rows yet" in html
+    assert "table <code>ops</code> does not exist yet" in html
+
+
+def test_cli_report_writes_the_file(lake: LocalStack, tmp_path: Path) -> None:
+    """``opslake report`` on a running stack (found through its state file)."""
+    state = tmp_path / "local.json"
+    state.write_text(json.dumps({**lake.describe(), "api_url": "http://127.0.0.1:1"}))
+    out = tmp_path / "report.html"
+    assert cli_main(["--state", str(state), "report", "--out", str(out)]) == 0
+    html = out.read_text()
+    assert_self_contained(html)
+    assert "pb_sql_describe" in html
+    write_report(tmp_path / "again" / "r.html", html)
+    assert (tmp_path / "again" / "r.html").read_text() == html

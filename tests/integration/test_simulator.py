@@ -1,0 +1,158 @@
+"""The agent simulator against the real local HTTP API: every task kind becomes op records, the
+planted mistakes come back as the tools' own errors, and served playbook entries change what the
+agents do (fewer /sql failures than the same seed without playbooks)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from opslake.config import load_settings
+from opslake.query.factory import create_engine
+from opslake_local.drain import Drainer
+from opslake_local.simulator import MODES, SimAgent, Simulator, followed_modes, plan_task
+from opslake_local.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+Local = tuple[LocalStack, httpx.Client, Drainer]
+SQL_ENTRY = {
+    "entry_id": "pb_sql_describe_first",
+    "trigger": "writing SQL over workers or placements",
+    "action": "describe the table with GET /tables/{name} first and use only the columns it lists",
+    "kind": "do",
+    "confidence": 0.8,
+    "domain": "sql",
+    "endpoint": "/sql",
+    "status": "active",
+    "evidence_op_ids": ["op-a", "op-b", "op-c"],
+}
+
+
+@pytest.fixture(scope="module")
+def stack(local: Local) -> LocalStack:
+    """The module's stack with a playbook snapshot holding one active /sql entry, written before any
+    agent reads /playbooks (the handler caches the snapshot for 60 s)."""
+    stack = local[0]
+    now = datetime.now(UTC).isoformat()
+    snapshot = {"generated_at": now, "entries": [{**SQL_ENTRY, "created_at": now, "published_at": now}]}
+    stack.client("s3").put_object(
+        Bucket=stack.bucket,
+        Key=stack.environment.get("OPSLAKE_PLAYBOOKS_KEY", "playbooks/current.json"),
+        Body=json.dumps(snapshot).encode(),
+    )
+    return stack
+
+
+def agents(stack: LocalStack, prefix: str, count: int, rate: float) -> list[SimAgent]:
+    """Agents with the same high rate for every mistake (so a short cycle plants each of them)."""
+    return [
+        SimAgent(
+            f"{prefix}-{i:02d}", stack.create_api_key(f"{prefix}-{i:02d}").value, dict.fromkeys(MODES, rate)
+        )
+        for i in range(1, count + 1)
+    ]
+
+
+def test_plans_are_deterministic_for_a_seed() -> None:
+    agent = SimAgent("a", "k", {name: 0.5 for name in MODES})
+    first = [plan_task(random.Random("7:1:0"), agent) for _ in range(20)]
+    again = [plan_task(random.Random("7:1:0"), agent) for _ in range(20)]
+    other = [plan_task(random.Random("8:1:0"), agent) for _ in range(20)]
+    assert first == again
+    assert first != other
+
+
+def test_followed_modes_rules() -> None:
+    assert followed_modes(SQL_ENTRY, "sql_question") == {"sql_guessed_column"}  # names columns only
+    generic = {"endpoint": "/sql", "trigger": "SQL questions", "action": "be careful", "confidence": 0.5}
+    assert followed_modes(generic, "sql_question") == {"sql_guessed_column", "sql_row_cap", "malformed_body"}
+    assert followed_modes(generic, "staff_job") == set()  # /sql is not a step of staffing a job
+    by_class = {"task_class": "staff_job", "trigger": "staffing", "action": "send role and state filters"}
+    assert followed_modes(by_class, "staff_job") == {"match_missing_filters"}
+    assert followed_modes({"trigger": "anything", "action": "be careful"}, "staff_job") == set()
+    ids = {
+        "endpoint": "/worker/{id}",
+        "kind": "avoid",
+        "trigger": "reading a worker",
+        "action": "guessing ids",
+    }
+    assert followed_modes(ids, "worker_lookup") == {"worker_guessed_id"}
+    assert followed_modes(SQL_ENTRY, "sql_question", min_confidence=0.9) == set()
+
+
+def test_a_cycle_records_every_task_kind_and_real_tool_errors(local: Local, stack: LocalStack) -> None:
+    _, _, drainer = local
+    sim = Simulator(stack_url(local), agents(stack, "simt", 6, 0.5), seed=3, playbooks_enabled=False)
+    stats = sim.run_cycle(tasks_per_agent=4)
+    sim.close()
+
+    assert set(stats.tasks) == {"staff_job", "sql_question", "worker_lookup"}
+    assert stats.tool_calls > 0 and stats.playbook_reads == 0
+    assert stats.ops_sent == stats.tool_calls + stats.events_posted + stats.logs_posted
+    # the planted mistakes are the tools' real answers
+    failed = Counter((c.route, c.status, c.error) for c in stats.calls if c.status >= 400)
+    assert failed[("/sql", 400, "sql_column_not_found")] >= 1
+    assert failed[("/match", 400, "bad_request")] >= 1
+    assert failed[("/worker/{id}", 404, "not_found")] + failed[("/worker/{id}", 400, "bad_request")] >= 1
+    assert all(c.mode is not None for c in stats.calls if c.status >= 400)  # no failure without a plan
+    assert {"sql_guessed_column", "match_missing_filters", "worker_guessed_id"} <= set(stats.mistakes)
+    assert stats.rescues and stats.corrections >= 1
+
+    assert drainer.drain().failed == 0
+    engine = create_engine(
+        load_settings({**stack.environment, "OPSLAKE_QUERY_ENGINE": "embedded"}),
+        glue_client=stack.client("glue"),
+    )
+    rows = engine.run(
+        "SELECT source, task_class, endpoint, success, error_type, rescue_attempted, applied_at_turn, sig_hash "
+        "FROM ops WHERE agent_id LIKE 'simt-%'"
+    ).records()
+    gateway = [r for r in rows if r["source"] == "gateway"]
+    assert len(gateway) == stats.tool_calls
+    assert {r["task_class"] for r in gateway} == {"staff_job", "sql_question", "worker_lookup"}
+    assert {"/sql", "/match", "/worker/{id}"} <= {r["endpoint"] for r in gateway}
+    assert any(r["error_type"] == "sql_column_not_found" and not r["success"] for r in gateway)
+    assert any(r["error_type"] == "not_found" and r["endpoint"] == "/worker/{id}" for r in gateway) or any(
+        r["error_type"] == "bad_request" and r["endpoint"] == "/worker/{id}" for r in gateway
+    )
+    corrections = [r for r in rows if r["source"] == "overseer_correction"]
+    assert corrections and all(r["sig_hash"] and r["applied_at_turn"] for r in corrections)
+    assert any(r["rescue_attempted"] for r in rows if r["source"] == "runtime")
+
+
+def stack_url(local: Local) -> str:
+    return str(local[1].base_url).rstrip("/")
+
+
+def test_agents_follow_a_served_sql_entry(local: Local, stack: LocalStack) -> None:
+    runs = {}
+    for enabled in (False, True):
+        sim = Simulator(
+            stack_url(local),
+            agents(stack, f"simpb{int(enabled)}", 5, 0.45),
+            seed=5,
+            playbooks_enabled=enabled,
+        )
+        runs[enabled] = sim.run_cycle(tasks_per_agent=4)
+        sim.close()
+    without, with_ = runs[False], runs[True]
+    assert with_.tasks == without.tasks  # same seed, same tasks
+
+    sql_tasks = with_.tasks["sql_question"]
+    assert sql_tasks >= 2
+    assert with_.entries_followed["pb_sql_describe_first"] == sql_tasks
+    assert with_.avoided["sql_guessed_column"] == without.mistakes["sql_guessed_column"] > 0
+    describes = [c for c in with_.calls if c.route == "/tables/{name}"]
+    # every SQL question written (not the row-listing or malformed ones) starts by describing its table
+    assert len(describes) >= with_.avoided["sql_guessed_column"] > 0
+    assert len(describes) > without.route_calls("/tables/{name}")  # without: only when rescuing
+    assert not any(c.error == "sql_column_not_found" for c in with_.calls)
+    assert with_.route_failures("/sql") < without.route_failures("/sql")
+    # the entry names columns only: the row-cap mistake is still made as often
+    assert with_.mistakes["sql_row_cap"] == without.mistakes["sql_row_cap"]
