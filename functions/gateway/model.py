@@ -20,7 +20,11 @@ PROBE_TIMEOUT_S = 2.0
 PROBE_TTL_S = 60.0
 
 state = CachedJsonObject(
-    lambda: runtime.client("s3"), settings.lake_bucket, STATE_KEY, LlmState.model_validate
+    lambda: runtime.client("s3"),
+    settings.lake_bucket,
+    STATE_KEY,
+    LlmState.model_validate,
+    ttl_s=settings.snapshot_cache_s,
 )
 _probe: dict[str, Any] = {}
 

@@ -39,7 +39,11 @@ def parse_snapshot(document: Any) -> PlaybookSnapshot:
 
 
 snapshot = CachedJsonObject(
-    lambda: runtime.client("s3"), settings.lake_bucket, settings.playbooks_key, parse_snapshot
+    lambda: runtime.client("s3"),
+    settings.lake_bucket,
+    settings.playbooks_key,
+    parse_snapshot,
+    ttl_s=settings.snapshot_cache_s,
 )
 
 Text = Annotated[str | None, Field(min_length=1, max_length=200)]

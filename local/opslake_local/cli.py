@@ -450,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_local_up)
 
     demo = commands.add_parser("demo", help="end-to-end demo: HTTP ingest -> queue -> Parquet lake")
-    demo.add_argument("--out", default="out/demo/lake", help="where to copy the demo lake")
+    demo.add_argument("--out", default="out/demo", help="where the report and the copy of the lake go")
     demo.set_defaults(func=cmd_demo)
 
     invoke = commands.add_parser("invoke", help="invoke a function (template logical id) with an event")

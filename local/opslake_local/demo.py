@@ -1,39 +1,38 @@
-"""``opslake demo``: the whole ingest path, locally, in well under a minute.
+"""``opslake demo``: the whole idea working locally, in about two minutes, with no network.
 
-Starts the local stack and API in-process, lets three agent runtimes report a few hundred ops
-over HTTP (some invalid, some carrying secrets), pushes two poison messages straight onto the
-queue, drains the queue through the writer and prints what landed in the lake: Parquet objects,
-rows per partition, Glue partitions, rejects, and proof that secrets were redacted. A copy of
-the lake is left under ``out/demo/lake/``. Last, three analyst queries from ``queries/`` run on
-the embedded engine (Athena SQL on DuckDB over the moto lake). Nothing keeps running.
+Boots the local stack (moto server provisioned from template.yaml, the embedded engine, the HTTP
+API), loads the sample dataset, and runs several cycles of the closed loop (opslake_local.loop):
+simulated agents call the real tools and make real mistakes, the writer lands their op records,
+the analyzer finds the failure signatures and diagnoses them, the consolidator turns evidence into
+playbook entries, and in the next cycle the agents that read playbooks fail less. The same seed
+runs a second fleet that never reads playbooks, so the difference is measured, not claimed.
+
+Writes ``out/demo/report.html`` (self-contained) and copies the lake under ``out/demo/lake/``.
+The diagnoser is the heuristic unless ``OPSLAKE_LLM_BASE_URL`` and ``OPSLAKE_LLM_MODEL`` are set.
 """
 
 from __future__ import annotations
 
-import io
-import json
+import os
 import random
 import shutil
 import time
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pyarrow.parquet as pq
 
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
-from opslake_local.drain import Drainer
 from opslake_local.http import LocalApi
+from opslake_local.loop import LOOP_ENV, CycleRow, LoopResult, run_loop
 from opslake_local.queries import load_queries, queries_dir, render
+from opslake_local.report import build_report, write_report
 from opslake_local.stack import QUIET_ENV, ApiKey, LocalStack
 
 ANALYST_QUERIES = ("failure_rate_by_endpoint_hour", "latency_p50_p95_by_endpoint", "top_error_types")
-RUNTIMES = ("runtime-staffing", "runtime-analyst", "runtime-support")
-OPS_PER_RUNTIME = 100
 SECRET_MARKER = "Bearer abc123"
 _SUCCESSES = {
     "tool:query_db": "SELECT name FROM workers WHERE city = 'Austin' -> 12 rows",
@@ -105,22 +104,6 @@ def invalid_ops(now: datetime) -> list[dict[str, Any]]:
     ]
 
 
-def post_traffic(client: httpx.Client, keys: dict[str, ApiKey], rng: random.Random) -> Counter[str]:
-    """Each runtime reports its ops: some one by one, the rest in {"ops": [...]} batches."""
-    statuses: Counter[str] = Counter()
-    now = datetime.now(UTC)
-    for runtime, key in keys.items():
-        ops = [sample_op(rng, runtime, now) for _ in range(OPS_PER_RUNTIME)]
-        headers = {"x-api-key": key.value}
-        singles, rest = ops[:10], ops[10:]
-        for op in singles:
-            statuses[str(client.post("/events", json=op, headers=headers).status_code)] += 1
-        for start in range(0, len(rest), 45):
-            answer = client.post("/events", json={"ops": rest[start : start + 45]}, headers=headers)
-            statuses[str(answer.status_code)] += 1
-    return statuses
-
-
 def show_refusals(client: httpx.Client, key: ApiKey) -> None:
     """Invalid ops (a partial 202 and a 400), and a request without an API key (403)."""
     headers = {"x-api-key": key.value}
@@ -143,87 +126,20 @@ def show_refusals(client: httpx.Client, key: ApiKey) -> None:
     print(f"GET /health (no key needed) -> {answer.status_code} {answer.text}")
 
 
-def send_poison(stack: LocalStack) -> None:
-    """Two messages a buggy producer could put straight on the queue, bypassing the API."""
-    sqs = stack.client("sqs")
-    url = stack.environment["OPSLAKE_OPS_QUEUE_URL"]
-    sqs.send_message(QueueUrl=url, MessageBody='{"endpoint": "tool:search", "success": tru')
-    sqs.send_message(
-        QueueUrl=url,
-        MessageBody=json.dumps({"op_id": "poison-1", "endpoint": "tool:search", "success": "maybe"}),
-    )
-    print("sent 2 raw messages to the ops queue: truncated JSON, and an op violating the schema")
-
-
 # ---- what landed --------------------------------------------------------------------------------
 def lake_objects(stack: LocalStack) -> dict[str, bytes]:
-    """Every object under the lake bucket's ops/ and rejects/ prefixes."""
+    """Every object of the lake: ops (and compacted hours), derived tables, rejects, the snapshot."""
     s3 = stack.client("s3")
     objects: dict[str, bytes] = {}
-    for prefix in ("ops/", "rejects/"):
+    for prefix in ("ops/", "ops-compacted/", "derived/", "rejects/", "playbooks/"):
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=stack.bucket, Prefix=prefix):
             for item in page.get("Contents", []):
                 objects[item["Key"]] = s3.get_object(Bucket=stack.bucket, Key=item["Key"])["Body"].read()
     return objects
 
 
-def report_lake(stack: LocalStack, objects: dict[str, bytes]) -> None:
-    """Parquet objects, rows per partition, Glue partitions, rejects and the redaction check."""
-    parquet = {k: pq.read_table(io.BytesIO(v)) for k, v in objects.items() if k.endswith(".parquet")}
-    _print(f"Parquet objects in s3://{stack.bucket}/")
-    print(
-        table(
-            [(k, len(objects[k]), t.num_rows) for k, t in sorted(parquet.items())], ["key", "bytes", "rows"]
-        )
-    )
-
-    per_partition: Counter[str] = Counter()
-    outcome: Counter[tuple[str, str]] = Counter()
-    for key, data in parquet.items():
-        per_partition[key.rsplit("/", 1)[0]] += data.num_rows
-        for endpoint, success in zip(data["endpoint"].to_pylist(), data["success"].to_pylist(), strict=True):
-            outcome[(endpoint, "ok" if success else "failed")] += 1
-    _print("rows per partition")
-    print(table(sorted(per_partition.items()), ["partition", "rows"]))
-    _print("rows per endpoint")
-    endpoints = sorted({e for e, _ in outcome})
-    print(
-        table(
-            [(e, outcome[(e, "ok")], outcome[(e, "failed")]) for e in endpoints], ["endpoint", "ok", "failed"]
-        )
-    )
-
-    reporters = Counter(r for t in parquet.values() for r in t["reporter_id"].to_pylist())
-    print(
-        "rows per reporter_id (the API key's name): "
-        + ", ".join(f"{k} {v}" for k, v in sorted(reporters.items()))
-    )
-
-    glue = stack.client("glue")
-    database, ops_table = stack.environment["OPSLAKE_GLUE_DATABASE"], stack.environment["OPSLAKE_OPS_TABLE"]
-    partitions = glue.get_partitions(DatabaseName=database, TableName=ops_table)["Partitions"]
-    _print(f"Glue partitions of {database}.{ops_table}")
-    print(table([("/".join(p["Values"]), p["StorageDescriptor"]["Location"]) for p in partitions],
-                ["values", "location"]))  # fmt: skip
-
-    _print("rejects (never retried)")
-    for key, data in sorted(objects.items()):
-        if key.startswith("rejects/"):
-            print(key)
-            for line in data.decode().splitlines():
-                print(f"   {json.loads(line).get('reason', line)[:120]}")
-
-    _print("redaction")
-    leaked = [k for k, v in objects.items() if SECRET_MARKER.encode() in v]
-    errors = [e for t in parquet.values() for e in t["error"].to_pylist() if e and "REDACTED" in e]
-    print(f'"{SECRET_MARKER}" found in {len(leaked)} of {len(objects)} lake objects; '
-          f"{len(errors)} error texts carry [REDACTED], e.g.:")  # fmt: skip
-    if errors:
-        print(f"   {errors[0]}")
-
-
 def export_lake(objects: dict[str, bytes], out_dir: Path) -> None:
-    """Copy ops/ and rejects/ to ``out_dir`` with the bucket's layout (readable offline)."""
+    """Copy the lake to ``out_dir`` with the bucket's layout (readable offline)."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
     for key, data in objects.items():
@@ -254,36 +170,92 @@ def show_analyst_queries(stack: LocalStack, names: Sequence[str] = ANALYST_QUERI
 
 
 # ---- main ---------------------------------------------------------------------------------------
-def run(out_dir: Path = Path("out/demo/lake"), seed: int = 7) -> None:
-    """The demo: stack up, traffic, poison, drain, report, export, stack down."""
+def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, agents: int = 6) -> LoopResult:
+    """The demo: stack up, closed loop with and without playbooks, report, export, stack down."""
     started = time.perf_counter()
-    with LocalStack(env_overrides=QUIET_ENV) as stack:
+    parameters, llm = llm_parameters()
+    with LocalStack(env_overrides={**QUIET_ENV, **LOOP_ENV}, parameters=parameters) as stack:
         invoker = stack.invoker()
         api = LocalApi(stack, invoker)
         base_url = api.start()
         try:
-            keys = {name: stack.create_api_key(name) for name in RUNTIMES}
             _print("local stack")
             print(f"moto {stack.endpoint}   API {base_url}   bucket {stack.bucket}")
-            print("API keys (reporter identities): " + ", ".join(keys))
+            print(
+                f"diagnoser: {llm or 'heuristic (set OPSLAKE_LLM_BASE_URL and OPSLAKE_LLM_MODEL for a model)'}"
+            )
             with httpx.Client(base_url=base_url, timeout=30) as client:
-                _print(f"{len(RUNTIMES)} runtimes report {len(RUNTIMES) * OPS_PER_RUNTIME} ops over HTTP")
-                statuses = post_traffic(client, keys, random.Random(seed))
-                print("answers: " + ", ".join(f"{n} x {s}" for s, n in sorted(statuses.items())))
+                key = stack.create_api_key("demo-runtime")
                 _print("what the API refuses")
-                show_refusals(client, keys[RUNTIMES[0]])
-            _print("poison on the queue")
-            send_poison(stack)
-            _print("drain the queue through WriterFunction")
-            result = Drainer(stack, invoker).drain()
-            print(f"received {result.received}, done {result.written}, left for retry {result.failed}")
+                show_refusals(client, key)
+            _print(f"{cycles} cycles: {agents} agents with playbooks, {agents} without, same seed")
+            print(table([], CYCLE_HEADER))
+            result = run_loop(
+                stack, invoker, base_url, cycles=cycles, agents=agents, seed=seed, on_cycle=print_cycle
+            )
+            show_effect(result)
+            show_signatures_and_entries(stack)
             objects = lake_objects(stack)
-            report_lake(stack, objects)
-            export_lake(objects, out_dir)
-            show_analyst_queries(stack)
+            export_lake(objects, out_dir / "lake")
+            report = write_report(
+                out_dir / "report.html",
+                build_report(
+                    create_engine(load_settings(stack.environment), glue_client=stack.client("glue")),
+                    summary=result.summary(),
+                    title="opslake demo: the closed loop",
+                ),
+            )
+            print(f"report: {report}  (open it in a browser; it needs no network)")
+            show_analyst_queries(stack, ("top_error_types",))
         finally:
             api.stop()
     print(f"\ndemo finished in {time.perf_counter() - started:.1f} s; nothing left running.")
+    return result
+
+
+CYCLE_HEADER = ("cycle", "ops", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "followed")
+
+
+def print_cycle(row: CycleRow) -> None:
+    s = row.summary()
+    line = table(
+        [(s["cycle"], s["ops_written"], f"{s['failure_rate_with']:.1%}", f"{s['failure_rate_without']:.1%}",
+          s["new_signatures"], s["diagnoses"], s["active_entries"], s["entries_followed"])],
+        CYCLE_HEADER,
+    )  # fmt: skip
+    print(line.splitlines()[-1])
+
+
+def show_effect(result: LoopResult) -> None:
+    later = slice(1, None)
+    with_rate = result.failure_rate(with_playbooks=True, cycles=later)
+    without_rate = result.failure_rate(with_playbooks=False, cycles=later)
+    _print("the effect (cycles 2+, after the first playbook entries exist)")
+    print(f"failure rate with playbooks {with_rate:.1%}   without {without_rate:.1%}   "
+          f"(tool calls that failed / tool calls; same seeded tasks and mistakes in both fleets)")  # fmt: skip
+
+
+def show_signatures_and_entries(stack: LocalStack) -> None:
+    engine = create_engine(load_settings(stack.environment), glue_client=stack.client("glue"))
+    _print("failure signatures (table signatures)")
+    rows = engine.run(
+        "SELECT count, agent_count, substr(template, 1, 90) AS template FROM signatures ORDER BY count DESC LIMIT 8"
+    ).rows
+    print(table(rows, ["failures", "agents", "template"]))
+    _print("playbook entries (table playbooks)")
+    rows = engine.run(
+        "SELECT kind, status, round(confidence, 2) AS confidence, evidence_agent_count, substr(action, 1, 80) AS action "
+        "FROM playbooks ORDER BY status, confidence DESC LIMIT 10"
+    ).rows
+    print(table(rows, ["kind", "status", "confidence", "agents", "action"]))
+
+
+def llm_parameters() -> tuple[dict[str, str], str | None]:
+    """Stack parameters for a model when the environment names one (else the heuristic)."""
+    base_url, model = os.environ.get("OPSLAKE_LLM_BASE_URL", ""), os.environ.get("OPSLAKE_LLM_MODEL", "")
+    if not (base_url and model):
+        return {}, None
+    return {"LlmBaseUrl": base_url, "LlmModel": model}, f"{model} at {base_url}"
 
 
 def main() -> None:

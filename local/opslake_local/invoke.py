@@ -161,7 +161,22 @@ class Invoker:
             result = handler(payload, self.context(logical_id))
         except Exception as exc:
             raise FunctionError(logical_id, exc) from exc
+        finally:
+            _discard_unpublished_metrics()
         return json.loads(json.dumps(result))
+
+
+def _discard_unpublished_metrics() -> None:
+    """With metrics disabled (the local stack's quiet mode) Powertools keeps every metric it is
+    given, and prints the set once one metric holds 100 values. Each invocation here is a whole
+    Lambda invocation: what it did not publish is dropped, as a new invocation would start clean."""
+    observability = sys.modules.get("opslake.observability")
+    if observability is None:
+        return
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if is_metrics_disabled():
+        observability.metrics.clear_metrics()
 
 
 def invoke(template: Template, function_logical_id: str, event: Mapping[str, Any]) -> Any:

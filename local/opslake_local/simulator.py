@@ -280,12 +280,13 @@ class CycleStats:
 
     @property
     def ops_sent(self) -> int:
-        """Op records this cycle produced: one per tool call, one per op in /events, one extra per /log."""
-        return self.tool_calls + self.events_posted + self.logs_posted
+        """Op records this cycle produced: one per tool call and playbook read, one per op in /events,
+        one extra per /log."""
+        return self.tool_calls + self.playbook_reads + self.events_posted + self.logs_posted
 
     @property
     def failure_rate(self) -> float:
-        """Failed tool calls / tool calls (0 when there were none)."""
+        """Failed tool calls / tool calls, reads of GET /playbooks not counted (0 when there were none)."""
         return self.tool_failures / self.tool_calls if self.tool_calls else 0.0
 
     def route_failures(self, route: str) -> int:
@@ -383,7 +384,10 @@ class _Task:
             self.stats.tool_failures += 1
             self.stats.failures_seen += 1
             self.stats.errors[f"{method} {route} {response.status_code} {error}"] += 1
-        self.stats.tool_calls += 1
+        # Reading playbooks is the fleet's overhead, not task work: counting it would lower the
+        # failure rate of the fleet that reads them for free.
+        if route != "/playbooks":
+            self.stats.tool_calls += 1
         self.stats.calls.append(
             Call(self.agent.agent_id, self.plan.task_class, method, route, response.status_code, error, mode)
         )

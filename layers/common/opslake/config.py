@@ -74,6 +74,9 @@ class Settings(BaseModel):
         default="playbooks/current.json",
         description="lake object holding the consolidator's current playbook snapshot (GET /playbooks)",
     )
+    snapshot_cache_s: float = Field(
+        default=60.0, ge=0, le=3600, description="how long a container reuses a snapshot before re-checking S3"
+    )
     llm_provider: str = Field(default="openai-compatible", description="kind of LLM API the analyzer calls")
     llm_base_url: str = Field(
         default="", description="base URL of the LLM API (e.g. https://host/v1); empty = not configured"

@@ -1,0 +1,139 @@
+"""The closed loop, locally: simulated agents → op records → analyzer → consolidator → playbooks
+the agents read in the next cycle.
+
+Two fleets run the same seeded tasks in every cycle: one reads ``GET /playbooks`` before each task
+and follows what applies, the other never reads it. Their failure rates side by side measure what
+the playbooks change. Every step uses the real handlers: the HTTP API, the SQS writer, and the
+scheduled analyzer and consolidator invoked with the event EventBridge would send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from opslake_local.drain import Drainer
+from opslake_local.invoke import Invoker
+from opslake_local.schedule import schedules
+from opslake_local.simulator import CycleStats, Simulator
+from opslake_local.stack import LocalStack
+
+ANALYZER = "AnalyzerFunction"
+CONSOLIDATOR = "ConsolidatorFunction"
+# The demo's loop runs in seconds, not hours: no settle delay, and a container re-reads the
+# playbook snapshot at once. Everything else is the deployed configuration.
+LOOP_ENV = {"OPSLAKE_ANALYZER_SETTLE_S": "0", "OPSLAKE_SNAPSHOT_CACHE_S": "0"}
+
+
+@dataclass
+class CycleRow:
+    """One cycle of both fleets and what the scheduled jobs made of it."""
+
+    cycle: int
+    with_playbooks: CycleStats
+    without_playbooks: CycleStats
+    ops_written: int
+    analyzer: dict[str, Any]
+    consolidator: dict[str, Any]
+
+    @property
+    def new_signatures(self) -> int:
+        return int(self.analyzer.get("signatures_new", 0))
+
+    @property
+    def diagnoses(self) -> int:
+        return int(self.analyzer.get("diagnoses", 0))
+
+    @property
+    def active_entries(self) -> int:
+        return int(self.consolidator.get("active_entries", 0))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "cycle": self.cycle,
+            "ops_written": self.ops_written,
+            "failure_rate_with": round(self.with_playbooks.failure_rate, 4),
+            "failure_rate_without": round(self.without_playbooks.failure_rate, 4),
+            "new_signatures": self.new_signatures,
+            "diagnoses": self.diagnoses,
+            "active_entries": self.active_entries,
+            "entries_followed": sum(self.with_playbooks.entries_followed.values()),
+        }
+
+
+@dataclass
+class LoopResult:
+    rows: list[CycleRow] = field(default_factory=list)
+
+    def failure_rate(self, *, with_playbooks: bool, cycles: slice = slice(None)) -> float:
+        """Failed tool calls / tool calls over the chosen cycles, for one fleet."""
+        stats = [r.with_playbooks if with_playbooks else r.without_playbooks for r in self.rows[cycles]]
+        calls = sum(s.tool_calls for s in stats)
+        return sum(s.tool_failures for s in stats) / calls if calls else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """The report's demo summary: per-cycle failure rates of both arms, and the totals."""
+        cycles = []
+        for row in self.rows:
+            for arm, stats in (
+                ("with playbooks", row.with_playbooks),
+                ("without playbooks", row.without_playbooks),
+            ):
+                cycles.append({**stats.to_dict(), "cycle": row.cycle, "arm": arm})
+        later = slice(1, None)  # the first cycle runs before any entry exists
+        return {
+            "cycles": cycles,
+            "failure rate with playbooks (cycles 2+)": round(
+                self.failure_rate(with_playbooks=True, cycles=later), 4
+            ),
+            "failure rate without playbooks (cycles 2+)": round(
+                self.failure_rate(with_playbooks=False, cycles=later), 4
+            ),
+            "per cycle": [row.summary() for row in self.rows],
+        }
+
+
+def scheduled_event(stack: LocalStack, function: str) -> dict[str, Any]:
+    """The event EventBridge sends ``function`` on its schedule (from template.yaml)."""
+    for schedule in schedules(stack.template):
+        if schedule.function == function:
+            return schedule.event(
+                datetime.now(UTC), region=stack.region, account_id=stack.template.account_id
+            )
+    raise LookupError(f"{function} has no schedule in template.yaml")
+
+
+def run_loop(
+    stack: LocalStack,
+    invoker: Invoker,
+    base_url: str,
+    *,
+    cycles: int = 4,
+    agents: int = 6,
+    tasks_per_agent: int = 3,
+    seed: int = 7,
+    on_cycle: Callable[[CycleRow], None] | None = None,
+) -> LoopResult:
+    """Run ``cycles`` cycles of simulate → write → analyze → consolidate for both fleets."""
+    drainer = Drainer(stack, invoker)
+    result = LoopResult()
+    with (
+        Simulator.for_stack(stack, base_url, agents=agents, seed=seed, prefix="pb-on") as with_playbooks,
+        Simulator.for_stack(
+            stack, base_url, agents=agents, seed=seed, prefix="pb-off", playbooks_enabled=False
+        ) as without_playbooks,
+    ):
+        for cycle in range(1, cycles + 1):
+            a = with_playbooks.run_cycle(tasks_per_agent)
+            b = without_playbooks.run_cycle(tasks_per_agent)
+            written = drainer.drain().written
+            analyzer = invoker.invoke(ANALYZER, scheduled_event(stack, ANALYZER))
+            written += drainer.drain().written  # the model's calls, when one is configured
+            consolidator = invoker.invoke(CONSOLIDATOR, scheduled_event(stack, CONSOLIDATOR))
+            row = CycleRow(cycle, a, b, written, dict(analyzer), dict(consolidator))
+            result.rows.append(row)
+            if on_cycle is not None:
+                on_cycle(row)
+    return result

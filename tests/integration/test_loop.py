@@ -1,0 +1,68 @@
+"""The demo's closed loop on a small seed: real tool errors become distinct signatures, evidence
+becomes playbook entries, and the fleet that reads them fails less than the one that does not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from opslake.config import load_settings
+from opslake.query.factory import create_engine
+from opslake_local.http import LocalApi
+from opslake_local.loop import LOOP_ENV, LoopResult, run_loop
+from opslake_local.stack import QUIET_ENV, LocalStack
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[tuple[LocalStack, LoopResult]]:
+    with LocalStack(env_overrides={**QUIET_ENV, **LOOP_ENV}) as stack:
+        invoker = stack.invoker()
+        api = LocalApi(stack, invoker)
+        base_url = api.start()
+        try:
+            yield stack, run_loop(stack, invoker, base_url, cycles=3, agents=4, tasks_per_agent=3, seed=11)
+        finally:
+            api.stop()
+
+
+def sql(stack: LocalStack, query: str) -> list[dict[str, object]]:
+    engine = create_engine(load_settings(stack.environment), glue_client=stack.client("glue"))
+    return engine.run(query).records()
+
+
+def test_planted_failure_modes_are_found_as_distinct_signatures(loop: tuple[LocalStack, LoopResult]) -> None:
+    stack, _ = loop
+    rows = sql(stack, "SELECT endpoint, error_type, template FROM signatures WHERE count > 0")
+    kinds = {(r["endpoint"], r["error_type"]) for r in rows}
+    # guessed columns, guessed worker ids, /match without filters: each its own signature
+    assert ("/sql", "sql_column_not_found") in kinds
+    assert any(endpoint == "/worker/{id}" for endpoint, _ in kinds)
+    assert any(endpoint == "/match" and error_type == "bad_request" for endpoint, error_type in kinds)
+    assert len({r["template"] for r in rows}) == len(rows)
+    failures = sql(stack, "SELECT count(*) AS n, count(DISTINCT op_id) AS d FROM failures")[0]
+    lake_failures = sql(stack, "SELECT count(*) AS n FROM ops WHERE NOT success AND source <> 'llm'")[0]
+    assert failures["n"] == failures["d"] == lake_failures["n"]  # every failure exactly once
+
+
+def test_entries_are_created_with_evidence_and_served(loop: tuple[LocalStack, LoopResult]) -> None:
+    stack, result = loop
+    entries = sql(stack, "SELECT kind, status, evidence_op_ids, evidence_agent_count FROM playbooks")
+    active = [e for e in entries if e["status"] == "active"]
+    assert active and {"do", "avoid"} <= {e["kind"] for e in active}
+    assert all(e["evidence_op_ids"] and int(e["evidence_agent_count"]) >= 2 for e in active)
+    assert result.rows[-1].active_entries == len(active)
+    assert sum(row.with_playbooks.entries_followed.total() for row in result.rows[1:]) > 0
+
+
+def test_the_fleet_that_reads_playbooks_fails_less(loop: tuple[LocalStack, LoopResult]) -> None:
+    _, result = loop
+    first = result.rows[0]
+    # the first cycle runs before any entry exists: both fleets do exactly the same thing
+    assert first.with_playbooks.failure_rate == pytest.approx(first.without_playbooks.failure_rate)
+    later = slice(1, None)
+    assert result.failure_rate(with_playbooks=True, cycles=later) < result.failure_rate(
+        with_playbooks=False, cycles=later
+    )
+    summary = result.summary()
+    assert {c["arm"] for c in summary["cycles"]} == {"with playbooks", "without playbooks"}
