@@ -47,25 +47,33 @@ def resources(sam_template: Template) -> dict[str, Any]:
     return sam_template["Resources"]
 
 
+# Globals lists SAM replaces instead of appending (samtranslator's globals merge rules).
+_REPLACED_LISTS = {"Architectures"}
+
+
+def merge_globals(global_value: Any, local_value: Any, key: str = "") -> Any:
+    """SAM's Globals merge: maps merge key by key (the function's value wins on a shared key,
+    recursively), lists are appended (Layers), anything else is the function's own value."""
+    if isinstance(global_value, dict) and isinstance(local_value, dict):
+        merged = dict(global_value)
+        for k, v in local_value.items():
+            merged[k] = merge_globals(merged[k], v, k) if k in merged else v
+        return merged
+    if isinstance(global_value, list) and isinstance(local_value, list) and key not in _REPLACED_LISTS:
+        return [*global_value, *local_value]
+    return local_value
+
+
 @pytest.fixture(scope="session")
 def functions(sam_template: Template) -> dict[str, dict[str, Any]]:
-    """Each AWS::Serverless::Function's effective properties: Globals.Function, then its own.
-
-    Scalars and maps from the function win over Globals; lists (Layers) are appended, as SAM does.
-    """
+    """Each AWS::Serverless::Function's effective properties: Globals.Function merged with its own
+    as SAM does (see :func:`merge_globals`), so Environment.Variables holds both sets."""
     global_props = sam_template.get("Globals", {}).get("Function", {})
-    effective: dict[str, dict[str, Any]] = {}
-    for logical_id, resource in sam_template["Resources"].items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        props = dict(global_props)
-        for key, value in resource.get("Properties", {}).items():
-            if isinstance(value, list) and isinstance(props.get(key), list):
-                props[key] = [*props[key], *value]
-            else:
-                props[key] = value
-        effective[logical_id] = props
-    return effective
+    return {
+        logical_id: merge_globals(global_props, resource.get("Properties", {}))
+        for logical_id, resource in sam_template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
 
 
 def with_placeholder_code(template: Template) -> Template:

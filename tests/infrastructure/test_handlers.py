@@ -93,3 +93,90 @@ def test_handler_checker(tmp_path: Path, files: dict[str, str], handler: str, ok
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     assert (handler_problem(tmp_path, handler) is None) is ok
+
+
+# ---- scheduled jobs: what runs when, and that a slow run is never overlapped -------------------
+SCHEDULED_JOBS = {
+    # function: (handler, schedule, Settings field of its lease)
+    "AnalyzerFunction": ("analyzer.handler", "rate(5 minutes)", "analyzer_lease_s"),
+    "ConsolidatorFunction": ("consolidator.handler", "rate(30 minutes)", "consolidator_lease_s"),
+}
+
+
+def _deployed_environment(sam_template: dict[str, Any], props: dict[str, Any]) -> dict[str, str]:
+    """The function's literal environment, Refs to parameters replaced by their defaults (what a
+    deploy with default parameters gives it); any other intrinsic becomes a placeholder string."""
+    parameters = sam_template.get("Parameters", {})
+    env = {}
+    for name, value in props.get("Environment", {}).get("Variables", {}).items():
+        if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"] in parameters:
+            value = parameters[value["Ref"]].get("Default", "")
+        env[name] = str(value) if not isinstance(value, dict) else "placeholder"
+    return env
+
+
+def test_only_the_two_jobs_are_scheduled(functions: dict[str, dict[str, Any]]) -> None:
+    scheduled = {
+        name
+        for name, props in functions.items()
+        for e in props.get("Events", {}).values()
+        if e["Type"] in ("Schedule", "ScheduleV2")
+    }
+    assert scheduled == set(SCHEDULED_JOBS)
+
+
+@pytest.mark.parametrize("function", sorted(SCHEDULED_JOBS))
+def test_job_has_exactly_one_schedule_and_an_existing_handler(
+    functions: dict[str, dict[str, Any]], project_root: Path, function: str
+) -> None:
+    handler, schedule, _ = SCHEDULED_JOBS[function]
+    props = functions[function]
+    (event,) = props["Events"].values()
+    assert event["Type"] == "Schedule"
+    assert event["Properties"]["Schedule"] == schedule
+    assert event["Properties"].get("Enabled", True) is True
+    assert "Input" not in event["Properties"], "the handler must get EventBridge's Scheduled Event"
+    assert props["CodeUri"] == "functions/analyzer/"
+    assert props["Handler"] == handler
+    assert handler_problem(project_root / props["CodeUri"], handler) is None
+
+
+@pytest.mark.parametrize("function", sorted(SCHEDULED_JOBS))
+def test_job_schedule_reaches_the_function(transformed: dict[str, Any], function: str) -> None:
+    """SAM turns the Schedule event into one EventBridge rule targeting the function."""
+    _, schedule, _ = SCHEDULED_JOBS[function]
+    rules = [
+        r["Properties"]
+        for r in transformed["Resources"].values()
+        if r["Type"] == "AWS::Events::Rule"
+        and any(t["Arn"] == {"Fn::GetAtt": [function, "Arn"]} for t in r["Properties"]["Targets"])
+    ]
+    assert len(rules) == 1, rules
+    assert rules[0]["ScheduleExpression"] == schedule
+    assert rules[0].get("State", "ENABLED") == "ENABLED"
+    permissions = [
+        r["Properties"]
+        for r in transformed["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Permission" and r["Properties"]["FunctionName"] == {"Ref": function}
+    ]
+    assert [p["Principal"] for p in permissions] == ["events.amazonaws.com"]
+
+
+@pytest.mark.parametrize("function", sorted(SCHEDULED_JOBS))
+def test_job_lease_outlasts_two_lambda_timeouts(
+    sam_template: dict[str, Any], functions: dict[str, dict[str, Any]], function: str
+) -> None:
+    """The S3 lease must outlive a run that hits its Lambda timeout (with margin: 2x), or the next
+    scheduled run would take the lease and overlap it."""
+    from opslake.config import load_settings
+
+    _, _, lease_field = SCHEDULED_JOBS[function]
+    props = functions[function]
+    settings = load_settings(_deployed_environment(sam_template, props))
+    timeout = props["Timeout"]
+    assert isinstance(timeout, int)
+    assert getattr(settings, lease_field) >= 2 * timeout, (
+        lease_field,
+        getattr(settings, lease_field),
+        timeout,
+    )

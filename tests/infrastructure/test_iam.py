@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +35,8 @@ ALLOWED_MANAGED = {
     "TablesFunctionRole": {BASIC, XRAY},
     "WorkerFunctionRole": {BASIC, XRAY},
     "MatchFunctionRole": {BASIC, XRAY},
+    "AnalyzerFunctionRole": {BASIC, XRAY},
+    "ConsolidatorFunctionRole": {BASIC, XRAY},
     # Added by SAM for the SQS event source (receive/delete/get attributes).
     "WriterFunctionRole": {BASIC, XRAY, "service-role/AWSLambdaSQSQueueExecutionRole"},
     "ApiGatewayCloudWatchRole": {"service-role/AmazonAPIGatewayPushToCloudWatchLogs"},
@@ -53,7 +56,9 @@ def _statements(transformed: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
     for logical_id, resource in transformed["Resources"].items():
         props = resource.get("Properties", {})
         if resource["Type"] == "AWS::IAM::Role":
-            documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
+            # A conditional policy (Fn::If) is checked as if its condition held: the wider case.
+            policies = [p["Fn::If"][1] if "Fn::If" in p else p for p in props.get("Policies", [])]
+            documents = [p["PolicyDocument"] for p in policies]
         elif resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
             documents = [props["PolicyDocument"]]
         else:
@@ -97,11 +102,13 @@ def test_star_resources_only_for_actions_that_need_them(transformed: dict[str, A
 
 
 def test_managed_policies_are_the_expected_ones(transformed: dict[str, Any]) -> None:
-    for logical_id, resource in transformed["Resources"].items():
-        if resource["Type"] != "AWS::IAM::Role":
-            continue
+    """Every role is listed in ALLOWED_MANAGED (a new function must be reviewed here) and carries
+    exactly the managed policies listed for it."""
+    roles = {k: v for k, v in transformed["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+    assert set(roles) == set(ALLOWED_MANAGED)
+    for logical_id, resource in roles.items():
         attached = {_policy_name(a) for a in resource["Properties"].get("ManagedPolicyArns", [])}
-        assert attached <= ALLOWED_MANAGED.get(logical_id, set()), f"{logical_id}: {attached}"
+        assert attached == ALLOWED_MANAGED[logical_id], f"{logical_id}: {attached}"
 
 
 def test_health_has_nothing_beyond_basic_execution_and_xray(transformed: dict[str, Any]) -> None:
@@ -152,9 +159,10 @@ def test_writer_may_only_put_lake_objects_and_register_ops_partitions(transforme
 
 
 # GET /stats and GET /profile run Athena queries with their own role: the Athena API on the one
-# workgroup, the Glue catalog read-only, reads of ops/ and the query results Athena writes for them.
+# workgroup, the Glue catalog read-only, reads of ops/ (and of ops-compacted/, where compaction
+# moves a closed hour's partition) and the query results Athena writes for them.
 GLUE_ARN = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:"
-QUERY_FUNCTION_GRANTS = {
+QUERY_FUNCTION_GRANTS: dict[str, list[Any]] = {
     "athena:StartQueryExecution": [
         {
             "Fn::Sub": "arn:${AWS::Partition}:athena:${AWS::Region}:${AWS::AccountId}:workgroup/${AthenaWorkGroup}"
@@ -167,6 +175,7 @@ QUERY_FUNCTION_GRANTS = {
     ],
     "s3:GetObject": [
         {"Fn::Sub": "${LakeBucket.Arn}/ops/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/ops-compacted/*"},
         {"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"},
     ],
     "s3:PutObject": [{"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"}],
@@ -191,7 +200,9 @@ def test_query_functions_may_only_query_the_workgroup_and_read_the_lake(
             by_action.setdefault(action, []).extend(_as_list(s["Resource"]))
     assert by_action == QUERY_FUNCTION_GRANTS
     (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["ops/*", "athena-results/*"]}}
+    assert listing["Condition"] == {
+        "StringLike": {"s3:prefix": ["ops/*", "ops-compacted/*", "athena-results/*"]}
+    }
     assert all("Condition" not in s for s in allowed if s is not listing)
     role_props = transformed["Resources"][role]["Properties"]
     assert {_policy_name(a) for a in role_props["ManagedPolicyArns"]} == {BASIC, XRAY}
@@ -226,11 +237,14 @@ def test_sql_function_may_query_the_workgroup_read_datasets_and_ops_and_enqueue(
     expected["s3:GetObject"] = [
         {"Fn::Sub": "${LakeBucket.Arn}/datasets/*"},
         {"Fn::Sub": "${LakeBucket.Arn}/ops/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/ops-compacted/*"},
         {"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"},
     ]
     assert by_action == expected
     (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*", "ops/*", "athena-results/*"]}}
+    assert listing["Condition"] == {
+        "StringLike": {"s3:prefix": ["datasets/*", "ops/*", "ops-compacted/*", "athena-results/*"]}
+    }
 
 
 def test_log_function_may_only_enqueue_and_read_api_keys(transformed: dict[str, Any]) -> None:
@@ -295,9 +309,233 @@ def test_worker_and_match_may_query_the_workgroup_and_read_datasets_and_ops(
     expected["s3:GetObject"] = [
         {"Fn::Sub": "${LakeBucket.Arn}/datasets/*"},
         {"Fn::Sub": "${LakeBucket.Arn}/ops/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/ops-compacted/*"},
         {"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"},
     ]
     assert by_action == expected
     (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*", "ops/*", "athena-results/*"]}}
+    assert listing["Condition"] == {
+        "StringLike": {"s3:prefix": ["datasets/*", "ops/*", "ops-compacted/*", "athena-results/*"]}
+    }
     assert all("Condition" not in s for s in allowed if s is not listing)
+
+
+# ---- scheduled jobs: AnalyzerFunction (every 5 min), ConsolidatorFunction (every 30 min) --------
+ATHENA_WORKGROUP = QUERY_FUNCTION_GRANTS["athena:StartQueryExecution"]
+ATHENA_ACTIONS = (
+    "athena:StartQueryExecution",
+    "athena:GetQueryExecution",
+    "athena:GetQueryResults",
+    "athena:StopQueryExecution",
+)
+GLUE_READS = ("glue:GetDatabase", "glue:GetTable", "glue:GetPartition", "glue:GetPartitions")
+LLM_KEY_PARAMETER = {
+    "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${LlmApiKeyParameter}"
+}
+
+
+def _glue(*tables: str) -> list[dict[str, str]]:
+    """Glue resources of table-level actions on ``tables``: the catalog, the database, the tables."""
+    return [
+        {"Fn::Sub": GLUE_ARN + "catalog"},
+        {"Fn::Sub": GLUE_ARN + "database/${GlueDatabase}"},
+        *({"Fn::Sub": GLUE_ARN + "table/${GlueDatabase}/" + t} for t in tables),
+    ]
+
+
+def _lake(*keys: str) -> list[dict[str, str]]:
+    return [{"Fn::Sub": "${LakeBucket.Arn}/" + key} for key in keys]
+
+
+def _canonical(by_action: dict[str, list[Any]]) -> dict[str, list[str]]:
+    """Resources by action, order-free (IAM ignores order) but with duplicates kept."""
+    return {a: sorted(json.dumps(r, sort_keys=True) for r in rs) for a, rs in by_action.items()}
+
+
+def _job_grants(transformed: dict[str, Any], role: str) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """A job's grants after checking and removing what both jobs have: send to the ops queue (LLM
+    calls become op records) and, only when LlmApiKeyParameter is set, read that one parameter."""
+    by_action, allowed = _grants(transformed, role)
+    (sqs,) = by_action.pop("sqs:SendMessage*")
+    assert sqs["Fn::Sub"][1] == {"queueName": {"Fn::GetAtt": ["OpsQueue", "QueueName"]}}
+    assert by_action.pop("ssm:GetParameter") == [LLM_KEY_PARAMETER]
+    props = transformed["Resources"][role]["Properties"]
+    conditional = [p["Fn::If"] for p in props["Policies"] if "Fn::If" in p]
+    assert len(conditional) == 1, "exactly one conditional policy: the LLM key parameter"
+    condition, then, otherwise = conditional[0]
+    assert condition == "HasLlmApiKeyParameter"
+    assert otherwise == {"Ref": "AWS::NoValue"}
+    assert [a for s in then["PolicyDocument"]["Statement"] for a in _as_list(s["Action"])] == [
+        "ssm:GetParameter"
+    ]
+    unconditional = [
+        s for p in props["Policies"] if "Fn::If" not in p for s in p["PolicyDocument"]["Statement"]
+    ]
+    assert not [s for s in unconditional if "ssm:GetParameter" in _as_list(s["Action"])]
+    assert not [a for a in by_action if a.startswith(("ssm:", "secretsmanager:", "kms:"))]
+    assert {_policy_name(a) for a in props["ManagedPolicyArns"]} == {BASIC, XRAY}
+    return by_action, allowed
+
+
+def _listing_prefixes(allowed: list[dict[str, Any]]) -> list[str]:
+    (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
+    assert listing["Resource"] == {"Fn::GetAtt": ["LakeBucket", "Arn"]}
+    assert set(listing["Condition"]) == {"StringLike"}
+    assert all("Condition" not in s for s in allowed if s is not listing)
+    return listing["Condition"]["StringLike"]["s3:prefix"]
+
+
+# The analyzer: reads ops (raw or compacted) through Athena, writes the failures, signatures and
+# diagnoses tables and registers failures partitions; its own state object and the LLM breaker's.
+ANALYZER_GRANTS: dict[str, list[Any]] = {
+    **{a: ATHENA_WORKGROUP for a in ATHENA_ACTIONS},
+    **{a: _glue("ops", "failures") for a in GLUE_READS},
+    "glue:BatchCreatePartition": _glue("failures"),
+    "glue:CreatePartition": _glue("failures"),
+    # derived tables are written, never read back: a rerun overwrites them whole
+    "s3:GetObject": _lake(
+        "ops/*", "ops-compacted/*", "state/analyzer.json", "state/llm.json", "athena-results/*"
+    ),
+    "s3:PutObject": _lake(
+        "derived/failures/*",
+        "derived/signatures/*",
+        "derived/diagnoses/*",
+        "state/analyzer.json",
+        "state/llm.json",
+        "athena-results/*",
+    ),
+    "s3:AbortMultipartUpload": _lake("athena-results/*"),
+    "s3:ListBucket": [{"Fn::GetAtt": ["LakeBucket", "Arn"]}],
+    "s3:GetBucketLocation": [{"Fn::GetAtt": ["LakeBucket", "Arn"]}],
+}
+
+
+def test_analyzer_may_query_ops_write_its_derived_tables_and_register_failures_partitions(
+    transformed: dict[str, Any],
+) -> None:
+    by_action, allowed = _job_grants(transformed, "AnalyzerFunctionRole")
+    assert _canonical(by_action) == _canonical(ANALYZER_GRANTS)
+    assert "s3:DeleteObject" not in by_action  # the analyzer only ever overwrites
+    assert not [a for a in by_action if a.startswith("glue:") and "Update" in a]
+    assert _listing_prefixes(allowed) == ["ops/*", "ops-compacted/*", "state/*", "athena-results/*"]
+
+
+# The consolidator: reads ops, failures and diagnoses through Athena; writes the playbooks table,
+# the snapshot GET /playbooks serves and its state; compacts ops (writes ops-compacted/ and its
+# journals under state/compaction/, swaps the ops partition's location, deletes the small files).
+CONSOLIDATOR_GRANTS: dict[str, list[Any]] = {
+    **{a: ATHENA_WORKGROUP for a in ATHENA_ACTIONS},
+    **{a: _glue("ops", "failures", "diagnoses", "playbooks") for a in GLUE_READS},
+    "glue:UpdatePartition": _glue("ops"),
+    "s3:GetObject": _lake(
+        "derived/failures/*",
+        "derived/diagnoses/*",
+        "ops/*",
+        "ops-compacted/*",
+        "state/compaction/*",
+        "state/consolidator.json",
+        "state/llm.json",
+        "athena-results/*",
+    ),
+    "s3:PutObject": _lake(
+        "ops-compacted/*",
+        "state/compaction/*",
+        "derived/playbooks/*",
+        "playbooks/*",
+        "state/consolidator.json",
+        "state/llm.json",
+        "athena-results/*",
+    ),
+    "s3:DeleteObject": _lake("ops/*", "ops-compacted/*", "state/compaction/*"),
+    "s3:AbortMultipartUpload": _lake("athena-results/*"),
+    "s3:ListBucket": [{"Fn::GetAtt": ["LakeBucket", "Arn"]}],
+    "s3:GetBucketLocation": [{"Fn::GetAtt": ["LakeBucket", "Arn"]}],
+}
+
+
+def test_consolidator_may_query_write_playbooks_and_compact_ops(transformed: dict[str, Any]) -> None:
+    by_action, allowed = _job_grants(transformed, "ConsolidatorFunctionRole")
+    assert _canonical(by_action) == _canonical(CONSOLIDATOR_GRANTS)
+    assert _listing_prefixes(allowed) == [
+        "ops/*",
+        "ops-compacted/*",
+        "derived/failures/*",
+        "derived/diagnoses/*",
+        "state/*",
+        "athena-results/*",
+    ]
+
+
+# ---- across roles: who may change the catalog or delete lake objects ----------------------------
+def _tables(resources: list[Any]) -> set[str]:
+    """The Glue table names in a list of Glue resources (catalog and database entries dropped)."""
+    marker = "table/${GlueDatabase}/"
+    return {r["Fn::Sub"].split(marker, 1)[1] for r in resources if marker in r.get("Fn::Sub", "")}
+
+
+def test_only_the_expected_roles_change_the_catalog_or_delete_lake_objects(
+    transformed: dict[str, Any],
+) -> None:
+    """Writer registers ops partitions, analyzer failures partitions, consolidator swaps ops
+    partitions (compaction); only the consolidator deletes, and only compaction's objects."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for role, s in _statements(transformed):
+        if s["Effect"] != "Allow":
+            continue
+        for action in _as_list(s["Action"]):
+            resources = _as_list(s["Resource"])
+            if action.startswith("glue:") and not action.startswith("glue:Get"):
+                found.setdefault((role, action), set()).update(_tables(resources))
+            elif action.startswith("s3:Delete"):
+                found.setdefault((role, action), set()).update(r["Fn::Sub"] for r in resources)
+    assert found == {
+        ("WriterFunctionRole", "glue:BatchCreatePartition"): {"ops"},
+        ("WriterFunctionRole", "glue:CreatePartition"): {"ops"},
+        ("AnalyzerFunctionRole", "glue:BatchCreatePartition"): {"failures"},
+        ("AnalyzerFunctionRole", "glue:CreatePartition"): {"failures"},
+        ("ConsolidatorFunctionRole", "glue:UpdatePartition"): {"ops"},
+        ("ConsolidatorFunctionRole", "s3:DeleteObject"): {
+            "${LakeBucket.Arn}/ops/*",
+            "${LakeBucket.Arn}/ops-compacted/*",
+            "${LakeBucket.Arn}/state/compaction/*",
+        },
+    }
+
+
+def test_every_reader_of_ops_also_reads_compacted_ops(transformed: dict[str, Any]) -> None:
+    """Compaction moves a closed hour's partition to ops-compacted/: a role that reads ops/ but not
+    ops-compacted/ would fail on every compacted hour."""
+    ops, compacted = _lake("ops/*", "ops-compacted/*")
+    roles = {role for role, _ in _statements(transformed)}
+    readers = []
+    for role in sorted(roles):
+        by_action, allowed = _grants(transformed, role)
+        if ops not in by_action.get("s3:GetObject", []):
+            continue
+        readers.append(role)
+        assert compacted in by_action["s3:GetObject"], role
+        assert "ops-compacted/*" in _listing_prefixes(allowed), role
+    assert {
+        "StatsFunctionRole",
+        "ProfileFunctionRole",
+        "SqlFunctionRole",
+        "WorkerFunctionRole",
+        "MatchFunctionRole",
+        "AnalyzerFunctionRole",
+        "ConsolidatorFunctionRole",
+    } <= set(readers)
+
+
+def test_jobs_write_the_objects_their_settings_name() -> None:
+    """The exact state objects granted above are the ones the code uses by default."""
+    from opslake.config import Settings
+
+    settings = Settings()
+    analyzer_puts = ANALYZER_GRANTS["s3:PutObject"]
+    consolidator_puts = CONSOLIDATOR_GRANTS["s3:PutObject"]
+    for key in (settings.analyzer_state_key, settings.llm_state_key):
+        assert _lake(key)[0] in analyzer_puts, key
+    for key in (settings.consolidator_state_key, settings.llm_state_key):
+        assert _lake(key)[0] in consolidator_puts, key
+    assert settings.playbooks_key.startswith("playbooks/")
+    assert _lake("playbooks/*")[0] in consolidator_puts

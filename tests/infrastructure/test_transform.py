@@ -51,6 +51,8 @@ def test_functions_run_python312_with_tracing_and_shared_environment(transformed
         "TablesFunction",
         "WorkerFunction",
         "MatchFunction",
+        "AnalyzerFunction",
+        "ConsolidatorFunction",
     }
     for name, fn in fns.items():
         props = fn["Properties"]
@@ -65,7 +67,7 @@ def test_functions_run_python312_with_tracing_and_shared_environment(transformed
         assert env["POWERTOOLS_SERVICE_NAME"] == "opslake", name
 
 
-def test_pyarrow_layer_only_on_the_writer(transformed: dict[str, Any]) -> None:
+def test_pyarrow_layer_only_on_the_writer_and_the_scheduled_jobs(transformed: dict[str, Any]) -> None:
     layers = _of_type(transformed, "AWS::Lambda::LayerVersion")
     # SAM renames layers to <LogicalId><hash>; map the generated ids back.
     common = [k for k in layers if k.startswith("CommonLayer")]
@@ -76,6 +78,36 @@ def test_pyarrow_layer_only_on_the_writer(transformed: dict[str, Any]) -> None:
     assert refs["WriterFunction"] == [common[0], data[0]]  # each once: no duplicate from Globals
     assert refs["EventsFunction"] == [common[0]]
     assert refs["HealthFunction"] == [common[0]]
+    assert refs["AnalyzerFunction"] == [common[0], data[0]]
+    assert refs["ConsolidatorFunction"] == [common[0], data[0]]
+    assert {name for name, r in refs.items() if data[0] in r} == {
+        "WriterFunction",
+        "AnalyzerFunction",
+        "ConsolidatorFunction",
+    }
+
+
+def test_globals_merge_of_the_fixture_matches_the_translator(
+    transformed: dict[str, Any], functions: dict[str, Any]
+) -> None:
+    """The ``functions`` fixture merges Globals as SAM does: its environment is what gets deployed."""
+    fns = _of_type(transformed, "AWS::Lambda::Function")
+    for name, props in functions.items():
+        deployed = fns[name]["Properties"]
+        assert props["Environment"] == deployed["Environment"], name
+        assert props["Timeout"] == deployed.get("Timeout", 3), name
+
+
+def test_scheduled_jobs_get_their_parameters(transformed: dict[str, Any]) -> None:
+    fns = _of_type(transformed, "AWS::Lambda::Function")
+    analyzer = fns["AnalyzerFunction"]["Properties"]["Environment"]["Variables"]
+    consolidator = fns["ConsolidatorFunction"]["Properties"]["Environment"]["Variables"]
+    assert analyzer["OPSLAKE_ANALYZER_SETTLE_S"] == {"Ref": "AnalyzerSettleSeconds"}
+    assert analyzer["OPSLAKE_DIAGNOSIS_BUDGET"] == {"Ref": "AnalyzerDiagnosisBudget"}
+    assert consolidator["OPSLAKE_PLAYBOOK_APPROVAL_MODE"] == {"Ref": "PlaybookApprovalMode"}
+    for env in (analyzer, consolidator):
+        assert env["OPSLAKE_LLM_API_KEY_PARAMETER"] == {"Ref": "LlmApiKeyParameter"}
+        assert env["OPSLAKE_ATHENA_WORKGROUP"] == {"Ref": "AthenaWorkGroup"}
 
 
 def test_every_function_has_a_log_group_with_retention(
@@ -89,3 +121,16 @@ def test_every_function_has_a_log_group_with_retention(
     }
     for fn in functions:
         assert names.get(f"/aws/lambda/${{{fn}}}") == {"Ref": "LogRetentionDays"}, fn
+
+
+def test_every_opslake_variable_is_a_setting(functions: dict[str, Any]) -> None:
+    """Settings ignores unknown keys, so a misspelt OPSLAKE_* variable would be dropped silently."""
+    from opslake.config import ENV_PREFIX, Settings
+
+    unknown = {
+        f"{name}: {var}"
+        for name, props in functions.items()
+        for var in props["Environment"]["Variables"]
+        if var.startswith(ENV_PREFIX) and var[len(ENV_PREFIX) :].lower() not in Settings.model_fields
+    }
+    assert not unknown, sorted(unknown)
