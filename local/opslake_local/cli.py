@@ -426,6 +426,86 @@ def cmd_dataset_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _playbooks_target(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """(settings, S3 client, where) of the local stack's lake, or the deployed one with --aws."""
+    from opslake.config import Settings
+
+    if args.aws:
+        import boto3
+
+        bucket = _stack_outputs(args.stack_name, args.region).get("LakeBucketName")
+        if not bucket:
+            raise CliError(f"stack {args.stack_name!r} has no LakeBucketName output")
+        return (
+            Settings(lake_bucket=bucket),
+            boto3.client("s3", region_name=args.region),
+            f"stack {args.stack_name}",
+        )
+    state = _require_stack(args)
+    return Settings(lake_bucket=str(state["bucket"])), _local_client(state, "s3"), "local stack"
+
+
+def _consolidator_state(settings: Any, s3: Any) -> Any:
+    from opslake.state import StateStore
+
+    return StateStore(
+        s3, settings.lake_bucket, settings.consolidator_state_key, lease_s=settings.consolidator_lease_s
+    )
+
+
+def cmd_playbooks_list(args: argparse.Namespace) -> int:
+    """Every playbook entry the consolidator keeps (proposed, active, retired), newest first."""
+    from opslake.consolidator import read_entries
+    from opslake_local.queries import text_table
+
+    settings, s3, _where = _playbooks_target(args)
+    entries = [e for e in read_entries(_consolidator_state(settings, s3)) if args.status in (None, e.status)]
+    entries.sort(key=lambda e: e.created_at, reverse=True)
+    if args.format == "json":
+        print(
+            json.dumps([e.model_dump(mode="json", exclude={"evidence_excerpts"}) for e in entries], indent=2)
+        )
+        return 0
+    rows = [
+        (
+            e.entry_id,
+            e.status,
+            e.kind,
+            f"{e.confidence:.2f}",
+            e.evidence_agent_count,
+            e.endpoint or "-",
+            e.action[:70],
+        )
+        for e in entries
+    ]
+    print(text_table(["entry_id", "status", "kind", "confidence", "agents", "endpoint", "action"], rows))
+    return 0
+
+
+def cmd_playbooks_approve(args: argparse.Namespace) -> int:
+    """Publish a proposed entry (approval mode): it reaches agents with the next GET /playbooks."""
+    from opslake.analysis.playbooks import EntryNotFoundError
+    from opslake.consolidator import approve_entry
+    from opslake.lake.store import S3ObjectStore
+    from opslake.state import LeaseLostError
+
+    settings, s3, where = _playbooks_target(args)
+    try:
+        entry = approve_entry(
+            settings,
+            S3ObjectStore(s3, settings.lake_bucket),
+            _consolidator_state(settings, s3),
+            args.entry_id,
+            now=datetime.now(UTC),
+        )
+    except EntryNotFoundError as exc:
+        raise CliError(f"no playbook entry {args.entry_id!r} (see `opslake playbooks list`)", 2) from exc
+    except (ValueError, LeaseLostError) as exc:
+        raise CliError(str(exc)) from exc
+    print(f"approved {entry.entry_id} in the {where}: {entry.kind} - {entry.trigger} -> {entry.action}")
+    return 0
+
+
 # ---- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="opslake", description="opslake local tools (no Docker needed)")
@@ -525,6 +605,19 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_run = schedule.add_parser("run", help="send one EventBridge scheduled event to a function now")
     schedule_run.add_argument("function", help="logical id of a function with a Schedule event")
     schedule_run.set_defaults(func=cmd_schedule_run)
+
+    playbooks = commands.add_parser(
+        "playbooks", help="playbook entries (local stack, or --aws)"
+    ).add_subparsers(dest="playbooks_command", required=True)
+    playbook_list = playbooks.add_parser("list", help="every entry the consolidator keeps, newest first")
+    playbook_list.add_argument("--status", choices=("proposed", "active", "retired"), default=None)
+    playbook_list.add_argument("--format", choices=("table", "json"), default="table")
+    key_options(playbook_list)
+    playbook_list.set_defaults(func=cmd_playbooks_list)
+    approve = playbooks.add_parser("approve", help="publish a proposed entry (approval mode)")
+    approve.add_argument("entry_id")
+    key_options(approve)
+    approve.set_defaults(func=cmd_playbooks_approve)
 
     dataset = commands.add_parser("dataset", help="the staffing sample dataset").add_subparsers(
         dest="dataset_command", required=True

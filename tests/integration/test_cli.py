@@ -198,3 +198,48 @@ def test_a_stale_state_file_is_no_running_stack(tmp_path: Path, capsys: pytest.C
     stale.write_text(json.dumps({"moto_endpoint": "http://127.0.0.1:9", "environment": {}}))
     assert main(["--state", str(stale), "query", "SELECT 1"]) == 2
     assert "does not answer" in capsys.readouterr().err
+
+
+def test_schedule_run_runs_the_analyzer_now(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = running.cli(capsys, "schedule", "run", "AnalyzerFunction")
+    assert code == 0, err
+    assert json.loads(out)["status"] in ("ok", "nothing_to_do")
+
+
+def test_playbooks_list_and_approve(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
+    from datetime import UTC, datetime
+
+    from opslake.models.playbooks import PlaybookEntry
+    from opslake.state import StateStore
+
+    s3 = running.stack.client("s3")
+    store = StateStore(s3, running.stack.bucket, "state/consolidator.json", lease_s=60)
+    lease = store.acquire()
+    assert lease is not None
+    proposed = PlaybookEntry(
+        entry_id="pb_cli_test",
+        trigger="SQL question over workers",
+        action="Describe the table first (GET /tables/workers)",
+        kind="do",
+        confidence=0.6,
+        domain="sql",
+        endpoint="/sql",
+        status="proposed",
+        evidence_op_ids=["a", "b", "c"],
+        evidence_agent_count=3,
+        created_at=datetime.now(UTC),
+    )
+    store.commit(lease, watermark=None, data={"entries": [proposed.model_dump(mode="json")]})
+
+    code, out, _ = running.cli(capsys, "playbooks", "list", "--status", "proposed")
+    assert code == 0 and "pb_cli_test" in out and "proposed" in out
+    code, _, err = running.cli(capsys, "playbooks", "approve", "pb_missing")
+    assert code == 2 and "no playbook entry 'pb_missing'" in err
+    code, out, err = running.cli(capsys, "playbooks", "approve", "pb_cli_test")
+    assert code == 0, err
+    snapshot = json.loads(
+        s3.get_object(Bucket=running.stack.bucket, Key="playbooks/current.json")["Body"].read()
+    )
+    assert [e["entry_id"] for e in snapshot["entries"]] == ["pb_cli_test"]
+    code, out, _ = running.cli(capsys, "playbooks", "list", "--format", "json")
+    assert [(e["entry_id"], e["status"]) for e in json.loads(out)] == [("pb_cli_test", "active")]

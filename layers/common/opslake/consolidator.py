@@ -241,25 +241,8 @@ class Consolidator:
         self._publish(measured, now, report)
 
     def approve(self, entry_id: str) -> PlaybookEntry:
-        """Publish a ``proposed`` entry (approval mode): under the lease, like a run, so an approval
-        and a run never overwrite each other. Raises :class:`EntryNotFoundError` or ``ValueError``."""
-        lease = self.state.acquire()
-        if lease is None:
-            raise LeaseLostError("a consolidator run holds the lease: try again in a minute")
-        try:
-            now = self.clock()
-            entries = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
-            entries = approve(entries, entry_id, now)
-            self.state.commit(
-                lease,
-                watermark=lease.state.watermark,
-                data={**lease.state.data, "entries": [e.model_dump(mode="json") for e in entries]},
-            )
-        except BaseException:
-            self.state.release(lease)
-            raise
-        self._publish(entries, now, ConsolidatorRun())
-        return next(e for e in entries if e.entry_id == entry_id)
+        """Publish a ``proposed`` entry (approval mode); see :func:`approve_entry`."""
+        return approve_entry(self.settings, self.store, self.state, entry_id, now=self.clock())
 
     # -- steps ---------------------------------------------------------------------------------
     def _query(self, sql: str, report: ConsolidatorRun) -> list[dict[str, Any]]:
@@ -309,18 +292,7 @@ class Consolidator:
         return result.entries
 
     def _publish(self, entries: Sequence[PlaybookEntry], now: datetime, report: ConsolidatorRun) -> None:
-        """The snapshot agents read and the analysts' table, each one object replaced whole."""
-        current = snapshot(entries, now)
-        self.store.put(
-            self.settings.playbooks_key, current.model_dump_json().encode(), content_type="application/json"
-        )
-        self.store.put(
-            derived.whole_table_key("playbooks"),
-            derived.parquet_bytes("playbooks", [e.model_dump() for e in entries]),
-            content_type="application/vnd.apache.parquet",
-        )
-        report.active_entries = len(current.entries)
-        report.proposed_entries = sum(1 for e in entries if e.status in ("proposed", "candidate"))
+        report.active_entries, report.proposed_entries = publish(self.settings, self.store, entries, now)
 
     def _record_llm_calls(self) -> None:
         if self.llm is None:
@@ -351,6 +323,52 @@ class Consolidator:
             logger.exception("compaction failed")
             return {"error": f"{type(exc).__name__}: {exc}"}
         return result
+
+
+def publish(
+    settings: Settings, store: ObjectStore, entries: Sequence[PlaybookEntry], now: datetime
+) -> tuple[int, int]:
+    """Write the snapshot agents read and the analysts' table, each one object replaced whole;
+    returns (active, proposed) entry counts."""
+    current = snapshot(entries, now)
+    store.put(settings.playbooks_key, current.model_dump_json().encode(), content_type="application/json")
+    store.put(
+        derived.whole_table_key("playbooks"),
+        derived.parquet_bytes("playbooks", [e.model_dump() for e in entries]),
+        content_type="application/vnd.apache.parquet",
+    )
+    return len(current.entries), sum(1 for e in entries if e.status in ("proposed", "candidate"))
+
+
+def approve_entry(
+    settings: Settings, store: ObjectStore, state: StateStore, entry_id: str, *, now: datetime
+) -> PlaybookEntry:
+    """Publish a ``proposed`` entry (approval mode) and the new snapshot. It takes the
+    consolidator's lease like a run, so an approval and a run never overwrite each other.
+    Raises :class:`EntryNotFoundError`, ``ValueError`` (a retired entry) or
+    :class:`LeaseLostError` (a run holds the lease: try again shortly)."""
+    lease = state.acquire()
+    if lease is None:
+        raise LeaseLostError("a consolidator run holds the lease: try again in a minute")
+    try:
+        entries = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
+        entries = approve(entries, entry_id, now)
+        state.commit(
+            lease,
+            watermark=lease.state.watermark,
+            data={**lease.state.data, "entries": [e.model_dump(mode="json") for e in entries]},
+        )
+    except BaseException:
+        state.release(lease)
+        raise
+    publish(settings, store, entries, now)
+    return next(e for e in entries if e.entry_id == entry_id)
+
+
+def read_entries(state: StateStore) -> list[PlaybookEntry]:
+    """Every entry the consolidator keeps, whatever its status (for ``opslake playbooks list``)."""
+    current, _ = state.read()
+    return [PlaybookEntry.model_validate(raw) for raw in current.data.get("entries", [])]
 
 
 def build_consolidator(settings: Settings) -> Consolidator:
