@@ -629,8 +629,9 @@ class _Task:
                     "success": False,
                     "duration_ms": p.durations[0],
                     "error_type": "result_truncated",
-                    "error": f"answer incomplete: /sql returned truncated=true at the {ROW_LIMIT}-row limit "
-                    f"for: {q.text.format(**values)}",
+                    # the question is what was asked (input), not part of what went wrong
+                    "error": f"answer incomplete: /sql returned truncated=true at the {ROW_LIMIT}-row limit",
+                    "input_summary": q.text.format(**values),
                     "sig_hash": sig_hash("/sql", "result_truncated"),
                 }
             )

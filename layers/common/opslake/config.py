@@ -75,7 +75,10 @@ class Settings(BaseModel):
         description="lake object holding the consolidator's current playbook snapshot (GET /playbooks)",
     )
     snapshot_cache_s: float = Field(
-        default=60.0, ge=0, le=3600, description="how long a container reuses a snapshot before re-checking S3"
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="how long a container reuses a snapshot before re-checking S3",
     )
     llm_provider: str = Field(default="openai-compatible", description="kind of LLM API the analyzer calls")
     llm_base_url: str = Field(
