@@ -17,6 +17,7 @@ import os
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -173,6 +174,8 @@ def show_analyst_queries(stack: LocalStack, names: Sequence[str] = ANALYST_QUERI
 def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, agents: int = 6) -> LoopResult:
     """The demo: stack up, closed loop with and without playbooks, report, export, stack down."""
     started = time.perf_counter()
+    # Powertools warns when an invocation added no metric; in Lambda that line goes to the log.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
     parameters, llm = llm_parameters()
     with LocalStack(env_overrides={**QUIET_ENV, **LOOP_ENV}, parameters=parameters) as stack:
         invoker = stack.invoker()

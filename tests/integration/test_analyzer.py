@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from opslake.state import StateStore
 from tests.fake_llm import FakeLlm
 from tests.integration.jobs_support import Lake, receive_all, write_ops
 
+ROOT = Path(__file__).resolve().parents[2]
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 
 # Three planted problems, each with varying ids and numbers in its error text.
@@ -269,3 +271,19 @@ def test_prompt_injection_in_an_error_gives_an_ordinary_validated_diagnosis(jobs
     assert [(r["diagnosed_by"], r["cause"] == "pwned", r["evidence_op_ids"]) for r in rows] == [
         ("heuristic", False, ["evil"])
     ]
+
+
+@pytest.mark.parametrize("function", ["AnalyzerFunction", "ConsolidatorFunction"])
+def test_the_handlers_run_sample_events_and_refuse_bad_ones(jobs_lake: Lake, function: str) -> None:
+    lake = jobs_lake
+    write_ops(lake, failing_ops(6, start=START))
+    invoker = lake.stack.invoker()
+    stem = function.removesuffix("Function").lower()
+    backfill = json.loads((ROOT / "events" / f"{stem}-backfill.json").read_text())
+    answer = invoker.invoke(function, backfill)
+    assert answer["status"] == "ok" and answer["mode"] == "backfill"
+    assert answer["window"]["since"].startswith(backfill["since"][:19])
+    refused = invoker.invoke(function, {"since": "yesterday", "until": "2026-11-21T09:00:00Z"})
+    assert refused["status"] == "invalid_input" and "since" in refused["error"]
+    scheduled = invoker.invoke(function, json.loads((ROOT / "events" / f"{stem}-schedule.json").read_text()))
+    assert scheduled["status"] in ("ok", "nothing_to_do") and scheduled["mode"] == "scheduled"

@@ -240,3 +240,42 @@ def test_compaction_runs_in_the_same_schedule(jobs_lake: Lake) -> None:
         DatabaseName=lake.settings.glue_database, TableName="ops", PartitionValues=["2026-11-21", "08"]
     )["Partition"]["StorageDescriptor"]["Location"]
     assert "ops-compacted/" in location
+
+
+def test_an_overseer_correction_validated_by_later_outcomes_counts_for_the_entry(jobs_lake: Lake) -> None:
+    lake = jobs_lake
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(6)])
+    consolidator(lake, at(30)).run()
+    [entry] = served(lake)["entries"]
+
+    def runtime_op(op_id: str, minutes: float, **fields: Any) -> tuple[QueuedOp, datetime]:
+        record = QueuedOp(
+            op_id=op_id,
+            ts=at(minutes),
+            endpoint="/sql",
+            agent_id="agent-1",
+            reporter_id="runtime-1",
+            duration_ms=1.0,
+            session_id="session-1",
+            sig_hash="sig-h1",
+            **fields,
+        )
+        return record, at(minutes)
+
+    write_ops(
+        lake,
+        [
+            runtime_op("c1", 40, source="overseer_correction", success=True, applied_at_turn=3,
+                       correction="describe the table first"),
+            *(runtime_op(f"after{i}", 41 + i, source="runtime", success=True) for i in range(3)),
+        ],
+    )  # fmt: skip
+    consolidator(lake, at(60)).run()
+    state = json.loads(
+        lake.client("s3")
+        .get_object(Bucket=lake.settings.lake_bucket, Key="state/consolidator.json")["Body"]
+        .read()
+    )
+    [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
+    assert (kept["corrections_for"], kept["corrections_against"]) == (1, 0)
+    assert kept["confidence"] == pytest.approx(entry["confidence"] + 0.05)

@@ -55,6 +55,22 @@ def test_confidence_rises_when_failures_fall() -> None:
     )
 
 
+def test_aggregated_rows_count_as_the_ops_they_stand_for() -> None:
+    def grouped(n: int, failures: int, *, after: bool) -> list[OutcomeRow]:
+        at = PUBLISHED + (timedelta(minutes=1) if after else -timedelta(hours=5))
+        base = {"endpoint": "/sql", "agent_id": "agent-0", "ts": at}
+        return [
+            OutcomeRow(op_id=f"g-{after}-f", success=False, count=failures, **base),
+            OutcomeRow(op_id=f"g-{after}-s", success=True, count=n - failures, **base),
+        ]
+
+    one_by_one = measure_efficacy([entry()], [*ops(20, 8, after=False), *ops(20, 2, after=True)], now=NOW)
+    grouped_result = measure_efficacy(
+        [entry()], [*grouped(20, 8, after=False), *grouped(20, 2, after=True)], now=NOW
+    )
+    assert grouped_result.entries == one_by_one.entries and grouped_result.verdicts == one_by_one.verdicts
+
+
 def test_confidence_falls_when_failures_do_not() -> None:
     result = measure_efficacy([entry()], [*ops(20, 4, after=False), *ops(20, 5, after=True)], now=NOW)
     assert result.verdicts == {"pb_sql": "not_improved"} and result.entries[0].confidence == 0.4

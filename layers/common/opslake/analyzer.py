@@ -35,7 +35,7 @@ from opslake.models.analysis import Diagnosis, FailureRow, FailureSample, Signat
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine
 from opslake.queue import OpsQueue
-from opslake.state import Lease, LeaseLostError, StateStore
+from opslake.state import Lease, StateStore, run_with_lease
 
 if TYPE_CHECKING:
     from opslake.llm import LlmCall
@@ -139,20 +139,14 @@ class Analyzer:
     def run(self, backfill: Backfill | None = None) -> AnalyzerRun:
         started = time.perf_counter()
         report = AnalyzerRun(mode="backfill" if backfill else "scheduled")
-        lease = self.state.acquire()
-        if lease is None:
+        outcome = run_with_lease(self.state, lambda lease: self._run_leased(lease, backfill, report))
+        if outcome == "busy":
             report.status = "busy"
             logger.info("another analyzer run holds the lease: nothing done")
-            return self._finish(report, started)
-        try:
-            self._run_leased(lease, backfill, report)
-        except LeaseLostError as exc:
+        elif outcome == "lease_lost":
             report.status = "lease_lost"
             metrics.add_metric(name="AnalyzerLeaseLost", unit="Count", value=1)
-            logger.warning("analyzer commit refused; the next run redoes the window", error=str(exc))
-        except BaseException:
-            self.state.release(lease)  # let the next run start at once rather than after the lease
-            raise
+            logger.warning("analyzer commit refused (lease expired); the next run redoes the window")
         return self._finish(report, started)
 
     def _finish(self, report: AnalyzerRun, started: float) -> AnalyzerRun:

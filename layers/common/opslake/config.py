@@ -67,6 +67,9 @@ class Settings(BaseModel):
         default=1800.0, gt=0, description="consolidator lease (2x its timeout)"
     )
     consolidator_state_key: str = Field(default="state/consolidator.json")
+    consolidator_max_window_h: float = Field(
+        default=2.0, gt=0, le=24 * 31, description="longest window of evidence one consolidator run reads"
+    )
     efficacy_lookback_h: float = Field(
         default=24.0, gt=0, le=24 * 31, description="outcomes an entry's efficacy is measured over"
     )

@@ -51,7 +51,7 @@ from opslake.models.playbooks import EntryDraft, PlaybookEntry
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine, QueryFailedError
 from opslake.queue import OpsQueue
-from opslake.state import Lease, LeaseLostError, StateStore
+from opslake.state import Lease, LeaseLostError, StateStore, run_with_lease
 
 if TYPE_CHECKING:
     from opslake.lake.compaction import Compactor
@@ -109,11 +109,24 @@ WHERE avoid AND created_at >= {timestamp_literal(window.start)} AND created_at <
 
 
 def outcomes_sql(table: str, lookback: Window, endpoints: Sequence[str]) -> str:
-    """Outcomes on the endpoints active entries target, plus overseer corrections and anything
-    carrying a ``sig_hash``; each failure with its signature from ``failures``."""
+    """Outcomes for efficacy, each failure with its signature from ``failures``.
+
+    Ordinary outcomes on the endpoints active entries target are counted per minute, endpoint,
+    task class, result and signature (``count``): a day of a million ops becomes thousands of
+    rows, and an op in the minute an entry was published counts as before it. Overseer
+    corrections and anything carrying a ``sig_hash`` stay one row each: their order within a
+    session matters."""
     names = ", ".join("'" + e.replace("'", "''") + "'" for e in sorted(set(endpoints))) or "''"
-    return f"""SELECT o.op_id, o.endpoint, o.agent_id, o.ts, o.success, o.task_class, o.sig_hash, o.source,
-       o.session_id, o.applied_at_turn, f.signature_id
+    detail = "(o.sig_hash IS NOT NULL OR o.source = 'overseer_correction')"
+    keep = {  # kept per op for detailed rows, dropped (NULL) for counted ones
+        name: f"CASE WHEN {detail} THEN o.{name} END"
+        for name in ("op_id", "sig_hash", "source", "session_id", "applied_at_turn")
+    }
+    minute = f"CASE WHEN {detail} THEN o.ts ELSE date_trunc('minute', o.ts) END"
+    return f"""SELECT coalesce({keep["op_id"]}, min(o.op_id)) AS op_id, o.endpoint, min(o.agent_id) AS agent_id,
+       {minute} AS ts, o.success, o.task_class, {keep["sig_hash"]} AS sig_hash, {keep["source"]} AS source,
+       {keep["session_id"]} AS session_id, {keep["applied_at_turn"]} AS applied_at_turn, f.signature_id,
+       count(*) AS count
 FROM (
   SELECT op_id, endpoint, agent_id, ts, success, task_class, sig_hash, source, session_id, applied_at_turn
   FROM {table}
@@ -123,6 +136,7 @@ FROM (
 LEFT JOIN (
   SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.hours())}
 ) f ON f.op_id = o.op_id
+GROUP BY o.endpoint, {minute}, o.success, o.task_class, f.signature_id, {", ".join(keep.values())}
 LIMIT {MAX_OUTCOME_ROWS}"""
 
 
@@ -152,19 +166,14 @@ class Consolidator:
     def run(self, backfill: Backfill | None = None) -> ConsolidatorRun:
         started = time.perf_counter()
         report = ConsolidatorRun(mode="backfill" if backfill else "scheduled")
-        lease = self.state.acquire()
-        if lease is None:
+        outcome = run_with_lease(self.state, lambda lease: self._run_leased(lease, backfill, report))
+        if outcome == "busy":
             report.status = "busy"
-        else:
-            try:
-                self._run_leased(lease, backfill, report)
-            except LeaseLostError as exc:
-                report.status = "lease_lost"
-                metrics.add_metric(name="ConsolidatorLeaseLost", unit="Count", value=1)
-                logger.warning("consolidator commit refused; the next run redoes the window", error=str(exc))
-            except BaseException:
-                self.state.release(lease)
-                raise
+            logger.info("another consolidator run holds the lease: nothing done")
+        elif outcome == "lease_lost":
+            report.status = "lease_lost"
+            metrics.add_metric(name="ConsolidatorLeaseLost", unit="Count", value=1)
+            logger.warning("consolidator commit refused (lease expired); the next run redoes the window")
         if self.compactor is not None and report.status != "busy":
             report.compaction = self._compact()
         report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
@@ -181,8 +190,10 @@ class Consolidator:
                 watermark,
                 now,
                 settle_s=self.settings.analyzer_settle_s,
-                initial_lookback=timedelta(hours=self.settings.analyzer_initial_lookback_h),
-                max_span=timedelta(hours=self.settings.analyzer_max_window_h),
+                # A run holds its window's evidence in memory (~2 KB per op): a consolidator that is
+                # behind catches up a bounded window per run rather than a day at once.
+                initial_lookback=timedelta(hours=self.settings.consolidator_max_window_h),
+                max_span=timedelta(hours=self.settings.consolidator_max_window_h),
             )
         entries = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
         if window is None:
@@ -280,7 +291,10 @@ class Consolidator:
         lookback = Window(window.end - timedelta(hours=self.settings.efficacy_lookback_h), window.end)
         endpoints = [e.endpoint for e in active if e.endpoint]
         rows = self._query(outcomes_sql(self.table, lookback, endpoints), report)
-        report.outcomes_read = len(rows)
+        report.outcomes_read = sum(int(r["count"]) for r in rows)
+        if len(rows) >= MAX_OUTCOME_ROWS:  # efficacy is then measured on part of the lookback
+            metrics.add_metric(name="EfficacyOutcomesCapped", unit="Count", value=1)
+            logger.warning("efficacy outcomes capped", rows=len(rows), lookback=lookback.as_dict())
         result = measure_efficacy(
             entries,
             [OutcomeRow.model_validate(r) for r in rows],

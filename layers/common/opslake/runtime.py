@@ -69,3 +69,25 @@ def api_handler(app: Any) -> Callable[[dict, LambdaContext], dict]:
         return app.resolve(event, context)
 
     return handler
+
+
+def job_handler(job: str, run: Callable[[Any], dict[str, Any]]) -> Callable[[dict, LambdaContext], dict]:
+    """The Lambda entry point of a scheduled job: a schedule event runs ``run(None)``, a
+    ``{"since", "until"}`` event runs ``run(backfill)``; anything else is answered with what was
+    wrong (a retry would not help, so it does not raise)."""
+    from opslake.jobs import JobInputError, parse_trigger
+    from opslake.observability import logger, metrics
+    from opslake.tracing import tracer
+
+    @logger.inject_lambda_context
+    @tracer.capture_lambda_handler
+    @metrics.log_metrics
+    def handler(event: dict, context: LambdaContext) -> dict[str, Any]:
+        try:
+            backfill = parse_trigger(event)
+        except JobInputError as exc:
+            logger.error(f"{job} invocation refused", error=str(exc))
+            return {"status": "invalid_input", "error": str(exc)}
+        return run(backfill)
+
+    return handler

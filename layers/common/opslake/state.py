@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -183,3 +183,20 @@ class StateStore:
             return self._put(released, lease.etag) is not None
         except StateError:
             return False  # the lease expires by itself
+
+
+def run_with_lease(state: StateStore, work: Callable[[Lease], None]) -> Literal["done", "busy", "lease_lost"]:
+    """Do ``work`` under the lease: "busy" when another run holds it, "lease_lost" when the work's
+    commit was refused (its results are redone by the holder). Any other failure gives the lease
+    back at once, so the next scheduled run need not wait for it to expire, and is raised."""
+    lease = state.acquire()
+    if lease is None:
+        return "busy"
+    try:
+        work(lease)
+    except LeaseLostError:
+        return "lease_lost"
+    except BaseException:
+        state.release(lease)
+        raise
+    return "done"

@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from opslake.models.ops import Id, UtcMs
 from opslake.models.playbooks import MAX_TRACKED_AGENTS, PlaybookEntry
@@ -69,6 +69,7 @@ class OutcomeRow(BaseModel):
     turn: int | None = None
     applied_at_turn: int | None = None
     read_entry_ids: tuple[str, ...] | None = None  # entries the agent had read; None = unknown
+    count: Annotated[int, Field(ge=1)] = 1  # ops this row stands for (the consolidator aggregates)
 
     @property
     def signature(self) -> str | None:
@@ -99,6 +100,11 @@ def _failed(entry: PlaybookEntry, row: OutcomeRow) -> bool:
     return entry.signature_id is None or row.signature == entry.signature_id
 
 
+def _tally(entry: PlaybookEntry, rows: Sequence[OutcomeRow]) -> tuple[int, int]:
+    """(ops, failures of the entry's kind) that ``rows`` stand for."""
+    return sum(r.count for r in rows), sum(r.count for r in rows if _failed(entry, r))
+
+
 def _rate(failures: int, ops: int) -> float | None:
     return round(failures / ops, 4) if ops else None
 
@@ -113,12 +119,12 @@ def _measure(
     after = [r for r in rows if r.ts >= entry.published_at]
     basis: Literal["all", "readers"] = "all"
     readers = [r for r in after if r.read_entry_ids is not None and entry.entry_id in r.read_entry_ids]
-    if len(readers) >= min_ops:
+    if sum(r.count for r in readers) >= min_ops:
         after, basis = readers, "readers"
-    ops_before, failures_before = len(before), sum(_failed(entry, r) for r in before)
+    ops_before, failures_before = _tally(entry, before)
     if entry.ops_before is not None and entry.failures_before is not None and entry.ops_before > ops_before:
         ops_before, failures_before = entry.ops_before, entry.failures_before
-    ops_after, failures_after = len(after), sum(_failed(entry, r) for r in after)
+    ops_after, failures_after = _tally(entry, after)
     rate_before, rate_after = _rate(failures_before, ops_before), _rate(failures_after, ops_after)
     judged = entry.judged_ops_after
     if judged is not None and ops_after < judged:  # the window moved: count new ops from here
@@ -165,8 +171,8 @@ def correction_verdicts(outcomes: Sequence[OutcomeRow]) -> list[tuple[OutcomeRow
             for r in outcomes
             if not r.is_correction and r.signature == correction.sig_hash and _is_after(r, correction)
         ]
-        successes = sum(r.success for r in later)
-        failures = len(later) - successes
+        successes = sum(r.count for r in later if r.success)
+        failures = sum(r.count for r in later) - successes
         if successes == failures:
             continue
         decided.append(
