@@ -41,6 +41,10 @@ infra: setup
 bench: setup  ## benchmarks (not tests): figures go to bench/README.md
 	$(BIN)/python bench/bench_writer.py
 	$(BIN)/python bench/bench_import.py
+	$(BIN)/python bench/bench_signatures.py
+	$(BIN)/python bench/bench_analyzer.py
+	$(BIN)/python bench/bench_compaction.py
+	$(BIN)/python bench/bench_consolidator.py
 
 # sam build needs a python3.12 interpreter for the Lambda runtime. aws-sam-cli pins its own
 # dependencies, so it gets a venv of its own. On pyenv machines, expose 3.12 next to the default.

@@ -383,8 +383,8 @@ def _resource_exhausted(sig: Signature, ep: str, errors: list[str]) -> tuple[str
             f"Queries on {ep} exceed a resource limit (memory, bytes scanned or row cap): they are too broad."
         )
         fix = (
-            f"Queries on {ep} are too broad: filter on the dt/hour partitions, select only the needed "
-            "columns, aggregate in SQL and add a LIMIT"
+            f"Queries on {ep} are too broad: add WHERE filters (on ops, the dt/hour partitions), select "
+            "only the needed columns, aggregate in SQL and add a LIMIT"
         )
     elif _CONTEXT_WORDS.search(text):
         cause = f"Inputs to {ep} are larger than its limit ({_snippet(sig)})."
