@@ -22,23 +22,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from opslake.analysis.diagnoser import Diagnoser, llm_call_op
+from opslake.analysis.diagnoser import Diagnoser
 from opslake.analysis.signatures import SignatureIndex, mark_diagnosed, needs_diagnosis, select_for_diagnosis
 from opslake.config import Settings
 from opslake.jobs import Backfill, Window, scheduled_window, window_predicate
 from opslake.lake import derived
 from opslake.lake.catalog import Catalog
 from opslake.lake.store import ObjectStore
+from opslake.llm.records import settle_llm_calls
 from opslake.models.analysis import Diagnosis, FailureRow, FailureSample, Signature
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine
 from opslake.queue import OpsQueue
 from opslake.state import Lease, StateStore, run_with_lease
-
-if TYPE_CHECKING:
-    from opslake.llm import LlmCall
 
 MAX_SAMPLES = 5
 SAMPLE_TEXT_CHARS = 600
@@ -310,23 +308,9 @@ class Analyzer:
             report.diagnoses += 1
             report.fallbacks += int(outcome.fell_back)
             report.diagnosed.append(f"{sig.signature_id}:{reason}:{outcome.diagnosed_by}")
-        calls = self.diagnoser.drain_calls()
-        report.llm_calls = len(calls)
-        self._record_llm_calls(calls)
-        self.diagnoser.save_state()
-
-    def _record_llm_calls(self, calls: Sequence[LlmCall]) -> None:
-        """Each model call becomes an op record; losing them must not fail the run, but is counted."""
-        if not calls or self.ops_queue is None:
-            return
-        messages = [
-            llm_call_op(call, agent_id=LLM_AGENT_ID, purpose="diagnosis").to_message() for call in calls
-        ]
-        try:
-            self.ops_queue.send(messages)
-        except Exception as exc:  # the queue's own retries are spent; the run's result stands
-            metrics.add_metric(name="LlmOpsLost", unit="Count", value=len(messages))
-            logger.error("LLM call records could not be enqueued", count=len(messages), error=str(exc)[:300])
+        report.llm_calls = settle_llm_calls(
+            self.diagnoser.llm, self.ops_queue, agent_id=LLM_AGENT_ID, purpose="diagnosis"
+        )
 
     def _export_signatures(self, signatures: dict[str, Signature]) -> None:
         rows = [

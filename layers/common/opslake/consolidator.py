@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from opslake.analysis.diagnoser import llm_call_op
 from opslake.analysis.efficacy import OutcomeRow, measure_efficacy
 from opslake.analysis.playbooks import (
     DistilledCandidate,
@@ -46,6 +45,7 @@ from opslake.jobs import (
 )
 from opslake.lake import derived
 from opslake.lake.store import ObjectStore
+from opslake.llm.records import settle_llm_calls
 from opslake.models.analysis import Diagnosis
 from opslake.models.playbooks import EntryDraft, PlaybookEntry
 from opslake.observability import logger, metrics
@@ -243,7 +243,9 @@ class Consolidator:
             logger.warning("playbook candidates refused", rejected=report.rejected[:20])
 
         measured = self._efficacy(merged.entries, window, now, report)
-        self._record_llm_calls()
+        report.llm_calls = settle_llm_calls(
+            self.llm, self.ops_queue, agent_id=LLM_AGENT_ID, purpose="playbook"
+        )
         self.state.commit(
             lease,
             watermark=watermark if backfill else window.end,
@@ -307,24 +309,6 @@ class Consolidator:
 
     def _publish(self, entries: Sequence[PlaybookEntry], now: datetime, report: ConsolidatorRun) -> None:
         report.active_entries, report.proposed_entries = publish(self.settings, self.store, entries, now)
-
-    def _record_llm_calls(self) -> None:
-        if self.llm is None:
-            return
-        calls, self.llm.calls = list(self.llm.calls), []
-        if calls and self.ops_queue is not None:
-            messages = [llm_call_op(c, agent_id=LLM_AGENT_ID, purpose="playbook").to_message() for c in calls]
-            try:
-                self.ops_queue.send(messages)
-            except Exception as exc:
-                metrics.add_metric(name="LlmOpsLost", unit="Count", value=len(messages))
-                logger.error(
-                    "LLM call records could not be enqueued", count=len(messages), error=str(exc)[:300]
-                )
-        try:
-            self.llm.save_state()
-        except Exception as exc:
-            logger.error("LLM state could not be saved", error=str(exc)[:300])
 
     def _compact(self) -> dict[str, Any]:
         """Compaction failures are reported per partition and retried next run; they never undo

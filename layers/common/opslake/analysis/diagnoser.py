@@ -14,13 +14,11 @@ from typing import TYPE_CHECKING
 
 from opslake.analysis.heuristics import diagnose_heuristically
 from opslake.analysis.prompts import diagnosis_messages
-from opslake.ids import new_ulid
 from opslake.models.analysis import DiagnosisAnswer, FailureSample, Signature
-from opslake.models.ops import QueuedOp
 from opslake.observability import logger
 
 if TYPE_CHECKING:
-    from opslake.llm import LlmCall, LlmClient
+    from opslake.llm import LlmClient
 
 HEURISTIC = "heuristic"
 INVALID_ANSWER_REMINDER = (
@@ -75,45 +73,3 @@ class Diagnoser:
                 )
                 break
         return DiagnosisOutcome(diagnose_heuristically(signature, list(samples)), HEURISTIC, True)
-
-    def drain_calls(self) -> list[LlmCall]:
-        """The model calls made since the last drain (each becomes an op record)."""
-        if self.llm is None:
-            return []
-        calls, self.llm.calls = list(self.llm.calls), []
-        return calls
-
-    def save_state(self) -> None:
-        """Persist the breaker and usage (a failure is logged: the next run starts from older state)."""
-        if self.llm is None:
-            return
-        from opslake.llm import LlmStateError
-
-        try:
-            self.llm.save_state()
-        except LlmStateError as exc:
-            logger.error("LLM state could not be saved", error=str(exc))
-
-
-def llm_call_op(call: LlmCall, *, agent_id: str, purpose: str) -> QueuedOp:
-    """The op record of one model call: cost (tokens) and errors become queryable in the lake."""
-    return QueuedOp(
-        op_id=new_ulid(int(call.started_at.timestamp() * 1000)),
-        ts=call.started_at,
-        source="llm",
-        endpoint="llm:chat.completions",
-        agent_id=agent_id,
-        reporter_id=agent_id,
-        success=call.success,
-        duration_ms=max(0.0, round(call.latency_ms, 3)),
-        error_type=call.error_type,
-        error=(call.error or "")[:4000] or None,
-        task_class=purpose,
-        attributes={
-            "model": call.model,
-            "status": str(call.status) if call.status is not None else "none",
-            "attempt": str(call.attempt),
-            "tokens_in": str(call.tokens_in),
-            "tokens_out": str(call.tokens_out),
-        },
-    )
