@@ -81,6 +81,7 @@ def get_playbooks() -> Response:
             "playbooks cannot be read right now; retry shortly", retry_after_s=settings.queue_retry_after_s
         ) from exc
     answer: dict[str, Any]
+    served_ids = ""
     if current is None:
         summary = "0 entries (no snapshot yet)"
         answer = {"entries": [], "generated_at": None}
@@ -90,12 +91,14 @@ def get_playbooks() -> Response:
         )
         summary = f"{len(entries)} entries"
         answer = {"entries": [e.served() for e in entries], "generated_at": current.generated_at.isoformat()}
+        # which agent read which entries: the consolidator measures an entry on its readers
+        served_ids = ",".join(e.entry_id for e in entries)
     etag = etag_of(json.dumps(answer, separators=(",", ":"), default=str))
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if etag_matches(app.current_event.headers.get("if-none-match"), etag):
-        summarize(app, f"not modified ({summary})", not_modified=True)
+        summarize(app, f"not modified ({summary})", not_modified=True, entry_ids=served_ids)
         return Response(status_code=304, body="", headers=headers)
-    summarize(app, summary)
+    summarize(app, summary, entry_ids=served_ids)
     return json_response(200, answer, headers)
 
 

@@ -279,3 +279,35 @@ def test_an_overseer_correction_validated_by_later_outcomes_counts_for_the_entry
     [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
     assert (kept["corrections_for"], kept["corrections_against"]) == (1, 0)
     assert kept["confidence"] == pytest.approx(entry["confidence"] + 0.05)
+
+
+def test_an_entry_is_measured_on_the_agents_that_read_it(jobs_lake: Lake) -> None:
+    lake = jobs_lake
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(12)])
+    consolidator(lake, at(30)).run()
+    [entry] = served(lake)["entries"]
+    read = QueuedOp(
+        op_id="read-1",
+        ts=at(35),
+        endpoint="/playbooks",
+        source="gateway",
+        agent_id="reader",
+        reporter_id="reader",
+        success=True,
+        duration_ms=3.0,
+        attributes={"entry_ids": f"pb_unrelated,{entry['entry_id']}"},
+    )
+    after = [
+        *((success(f"r{i}", at(40 + i), "reader", n=i), at(40 + i)) for i in range(12)),
+        *((failure(f"o{i}", at(40 + i), f"other-{i % 2}", n=i), at(40 + i)) for i in range(30)),
+    ]
+    write_ops(lake, [(read, at(35)), *after])
+    report = consolidator(lake, at(100)).run()
+    assert report.reader_outcomes_read == 24  # the reader's 12 ops, once per entry it was served (2)
+    state = json.loads(
+        lake.client("s3")
+        .get_object(Bucket=lake.settings.lake_bucket, Key="state/consolidator.json")["Body"]
+        .read()
+    )
+    [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
+    assert (kept["efficacy_basis"], kept["ops_after"], kept["failures_after"]) == ("readers", 12, 0)

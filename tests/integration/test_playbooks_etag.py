@@ -81,6 +81,8 @@ def test_etag_and_304_when_unchanged(aws: Aws, playbooks: tuple[ModuleType, Call
     assert all(op.success and op.error_type is None for op in ops)
     assert not_modified[0].output_summary == "not modified (2 entries)"
     assert not_modified[0].attributes["not_modified"] == "true"
+    # which entries each agent was served: the consolidator measures an entry on its readers
+    assert {op.attributes["entry_ids"] for op in ops} == {"a,b"}
 
 
 def test_etag_depends_on_query_and_snapshot(

@@ -136,6 +136,20 @@ def test_readers_are_measured_when_known() -> None:
     assert result.verdicts == {"pb_sql": "improved"}
 
 
+def test_reader_outcomes_form_the_readers_basis_without_counting_twice() -> None:
+    everyone = [*ops(20, 8, after=False), *ops(40, 20, after=True)]  # all agents, readers included
+    readers = ops(12, 1, after=True, read_entry_ids=("pb_sql",))
+    other_entry = ops(12, 12, after=True, read_entry_ids=("pb_other",))
+    result = measure_efficacy([entry()], everyone, now=NOW, reader_outcomes=[*readers, *other_entry])
+    (measured,) = result.entries
+    assert (measured.efficacy_basis, measured.ops_before, measured.ops_after, measured.failures_after) == (
+        "readers", 20, 12, 1,
+    )  # fmt: skip
+    assert result.verdicts == {"pb_sql": "improved"}
+    too_few = measure_efficacy([entry()], everyone, now=NOW, reader_outcomes=readers[:5])
+    assert (too_few.entries[0].efficacy_basis, too_few.entries[0].ops_after) == ("all", 40)
+
+
 def test_retired_below_the_threshold() -> None:
     rows = [*ops(20, 4, after=False), *ops(20, 5, after=True)]
     result = measure_efficacy([entry(confidence=0.25)], rows, now=NOW)

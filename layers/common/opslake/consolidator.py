@@ -85,6 +85,7 @@ class ConsolidatorRun:
     active_entries: int = 0
     proposed_entries: int = 0
     outcomes_read: int = 0
+    reader_outcomes_read: int = 0
     llm_calls: int = 0
     bytes_scanned: int = 0
     queries: int = 0
@@ -137,6 +138,31 @@ LEFT JOIN (
   SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.hours())}
 ) f ON f.op_id = o.op_id
 GROUP BY o.endpoint, {minute}, o.success, o.task_class, f.signature_id, {", ".join(keep.values())}
+LIMIT {MAX_OUTCOME_ROWS}"""
+
+
+def reader_outcomes_sql(table: str, lookback: Window, endpoints: Sequence[str]) -> str:
+    """Outcomes of agents after they were served an entry (``GET /playbooks`` records the ids it
+    served), counted per entry, minute, endpoint, task class, result and signature."""
+    names = ", ".join("'" + e.replace("'", "''") + "'" for e in sorted(set(endpoints))) or "''"
+    where = window_predicate(lookback)
+    return f"""WITH r AS (
+  SELECT agent_id, entry_id, min(ts) AS first_read
+  FROM {table} CROSS JOIN UNNEST(split(element_at(attributes, 'entry_ids'), ',')) AS t(entry_id)
+  WHERE {where} AND endpoint = '/playbooks' AND element_at(attributes, 'entry_ids') <> ''
+  GROUP BY agent_id, entry_id
+), o AS (
+  SELECT op_id, endpoint, agent_id, ts, success, task_class
+  FROM {table}
+  WHERE {where} AND source <> 'llm' AND endpoint IN ({names})
+), f AS (
+  SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.hours())}
+)
+SELECT min(o.op_id) AS op_id, o.endpoint, min(o.agent_id) AS agent_id, date_trunc('minute', o.ts) AS ts,
+       o.success, o.task_class, f.signature_id, r.entry_id, count(*) AS count
+FROM o JOIN r ON r.agent_id = o.agent_id AND o.ts >= r.first_read
+LEFT JOIN f ON f.op_id = o.op_id
+GROUP BY r.entry_id, o.endpoint, date_trunc('minute', o.ts), o.success, o.task_class, f.signature_id
 LIMIT {MAX_OUTCOME_ROWS}"""
 
 
@@ -297,9 +323,14 @@ class Consolidator:
         if len(rows) >= MAX_OUTCOME_ROWS:  # efficacy is then measured on part of the lookback
             metrics.add_metric(name="EfficacyOutcomesCapped", unit="Count", value=1)
             logger.warning("efficacy outcomes capped", rows=len(rows), lookback=lookback.as_dict())
+        read = self._query(reader_outcomes_sql(self.table, lookback, endpoints), report)
+        report.reader_outcomes_read = sum(int(r["count"]) for r in read)
         result = measure_efficacy(
             entries,
             [OutcomeRow.model_validate(r) for r in rows],
+            reader_outcomes=[
+                OutcomeRow.model_validate({**r, "read_entry_ids": (r["entry_id"],)}) for r in read
+            ],
             now=now,
             min_ops=self.settings.playbook_min_ops_to_judge,
             retire_below=self.settings.playbook_retire_below,

@@ -110,7 +110,12 @@ def _rate(failures: int, ops: int) -> float | None:
 
 
 def _measure(
-    entry: PlaybookEntry, outcomes: Sequence[OutcomeRow], *, now: datetime, min_ops: int
+    entry: PlaybookEntry,
+    outcomes: Sequence[OutcomeRow],
+    *,
+    now: datetime,
+    min_ops: int,
+    reader_outcomes: Sequence[OutcomeRow] = (),
 ) -> tuple[PlaybookEntry, Verdict]:
     if entry.published_at is None or (entry.endpoint is None and entry.task_class is None):
         return entry, "not_measurable"
@@ -118,7 +123,11 @@ def _measure(
     before = [r for r in rows if r.ts < entry.published_at]
     after = [r for r in rows if r.ts >= entry.published_at]
     basis: Literal["all", "readers"] = "all"
-    readers = [r for r in after if r.read_entry_ids is not None and entry.entry_id in r.read_entry_ids]
+    readers = [
+        r
+        for r in (*after, *(r for r in reader_outcomes if _targets(entry, r) and r.ts >= entry.published_at))
+        if r.read_entry_ids is not None and entry.entry_id in r.read_entry_ids
+    ]
     if sum(r.count for r in readers) >= min_ops:
         after, basis = readers, "readers"
     ops_before, failures_before = _tally(entry, before)
@@ -204,14 +213,20 @@ def measure_efficacy(
     now: datetime,
     min_ops: int = 10,
     retire_below: float = 0.2,
+    reader_outcomes: Iterable[OutcomeRow] = (),
 ) -> EfficacyResult:
-    """Measure every active entry, apply overseer corrections, retire what fell below the bar."""
+    """Measure every active entry, apply overseer corrections, retire what fell below the bar.
+
+    ``reader_outcomes`` are outcomes of agents known to have read entries (``read_entry_ids``),
+    counted apart from ``outcomes`` (the same ops may be in both): they only ever form the
+    "readers" basis of the entries they name."""
     rows = sorted(outcomes, key=lambda r: (r.ts, r.op_id))
+    readers = list(reader_outcomes)
     result = EfficacyResult(entries=[])
     current: dict[str, PlaybookEntry] = {}
     for entry in entries:
         if entry.status == "active":
-            entry, verdict = _measure(entry, rows, now=now, min_ops=min_ops)
+            entry, verdict = _measure(entry, rows, now=now, min_ops=min_ops, reader_outcomes=readers)
             result.verdicts[entry.entry_id] = verdict
         current[entry.entry_id] = entry
     for correction, validated, endpoints in correction_verdicts(rows):
