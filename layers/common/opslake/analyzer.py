@@ -27,7 +27,7 @@ from typing import Any
 from opslake.analysis.diagnoser import Diagnoser
 from opslake.analysis.signatures import SignatureIndex, mark_diagnosed, needs_diagnosis, select_for_diagnosis
 from opslake.config import Settings
-from opslake.jobs import Backfill, Window, scheduled_window, window_predicate
+from opslake.jobs import Backfill, Window, scheduled_window, sql_string_list, window_predicate
 from opslake.lake import derived
 from opslake.lake.catalog import Catalog
 from opslake.lake.store import ObjectStore
@@ -84,7 +84,7 @@ ORDER BY ingested_at, op_id"""
 
 def contrasts_sql(table: str, window: Window, endpoints: Sequence[str]) -> str:
     """A few recent successes per endpoint, to show the model what working calls look like."""
-    names = ", ".join("'" + e.replace("'", "''") + "'" for e in sorted(set(endpoints)))
+    names = sql_string_list(endpoints)
     return f"""SELECT endpoint, input_summary FROM (
   SELECT endpoint, input_summary,
          row_number() OVER (PARTITION BY endpoint ORDER BY ingested_at DESC, op_id) AS rn

@@ -40,6 +40,7 @@ from opslake.jobs import (
     Window,
     partitions_predicate,
     scheduled_window,
+    sql_string_list,
     timestamp_literal,
     window_predicate,
 )
@@ -117,7 +118,7 @@ def outcomes_sql(table: str, lookback: Window, endpoints: Sequence[str]) -> str:
     rows, and an op in the minute an entry was published counts as before it. Overseer
     corrections and anything carrying a ``sig_hash`` stay one row each: their order within a
     session matters."""
-    names = ", ".join("'" + e.replace("'", "''") + "'" for e in sorted(set(endpoints))) or "''"
+    names = sql_string_list(endpoints)
     detail = "(o.sig_hash IS NOT NULL OR o.source = 'overseer_correction')"
     keep = {  # kept per op for detailed rows, dropped (NULL) for counted ones
         name: f"CASE WHEN {detail} THEN o.{name} END"
@@ -144,7 +145,7 @@ LIMIT {MAX_OUTCOME_ROWS}"""
 def reader_outcomes_sql(table: str, lookback: Window, endpoints: Sequence[str]) -> str:
     """Outcomes of agents after they were served an entry (``GET /playbooks`` records the ids it
     served), counted per entry, minute, endpoint, task class, result and signature."""
-    names = ", ".join("'" + e.replace("'", "''") + "'" for e in sorted(set(endpoints))) or "''"
+    names = sql_string_list(endpoints)
     where = window_predicate(lookback)
     return f"""WITH r AS (
   SELECT agent_id, entry_id, min(ts) AS first_read

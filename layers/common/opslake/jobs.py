@@ -7,12 +7,14 @@ without moving the watermark. Anything else is refused with a message saying wha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from opslake.insights import sql_string
 from opslake.models.ops import UtcMs
 
 MAX_BACKFILL = timedelta(days=31)
@@ -64,6 +66,11 @@ def _iso(value: datetime) -> str:
 def timestamp_literal(value: datetime) -> str:
     value = value.astimezone(UTC)
     return f"TIMESTAMP '{value:%Y-%m-%d %H:%M:%S}.{value.microsecond // 1000:03d}'"
+
+
+def sql_string_list(values: Sequence[str]) -> str:
+    """``'a', 'b'`` for an ``IN (...)`` (sorted, unique); ``''`` when empty, which matches nothing."""
+    return ", ".join(sql_string(v) for v in sorted(set(values))) or "''"
 
 
 def partitions_predicate(hours: list[tuple[str, str]]) -> str:
