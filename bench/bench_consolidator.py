@@ -39,16 +39,16 @@ import pyarrow.compute as pc  # noqa: E402
 from planted import CITIES, ROLES, generate  # noqa: E402
 
 from opslake.analysis.diagnoser import Diagnoser  # noqa: E402
-from opslake.analyzer import Analyzer  # noqa: E402
 from opslake.config import Settings, load_settings  # noqa: E402
-from opslake.consolidator import Consolidator, ConsolidatorRun  # noqa: E402
+from opslake.jobs.analyzer import Analyzer  # noqa: E402
+from opslake.jobs.consolidator import Consolidator, ConsolidatorRun  # noqa: E402
+from opslake.jobs.lease import StateStore  # noqa: E402
 from opslake.lake.catalog import GlueCatalog  # noqa: E402
 from opslake.lake.parquet import to_parquet_bytes  # noqa: E402
 from opslake.lake.schema import OPS_SCHEMA  # noqa: E402
 from opslake.lake.store import S3ObjectStore  # noqa: E402
 from opslake.observability import logger  # noqa: E402
 from opslake.query.embedded import EmbeddedEngine  # noqa: E402
-from opslake.state import StateStore  # noqa: E402
 from opslake_local.stack import QUIET_ENV, LocalStack  # noqa: E402
 
 START = datetime(2025, 6, 1, tzinfo=UTC)  # planted.generate's default start

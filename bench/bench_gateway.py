@@ -35,7 +35,7 @@ GATEWAY_HANDLERS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "functions" 
 GUARD_PROBE = """
 import time, sys
 start = time.perf_counter()
-from opslake.query import sqltool  # noqa: F401  (sqlglot + the guard: /sql's first request)
+import opslake.tools.sql  # noqa: F401  (sqlglot + the guard: /sql's first request)
 print((time.perf_counter() - start) * 1000)
 """
 
@@ -74,9 +74,9 @@ def middleware_overhead(calls: int) -> None:
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
-    from opslake.api import create_resolver
-    from opslake.identity import KeyNameResolver
-    from opslake.observe import Observer, observe, summarize
+    from opslake.http.identity import KeyNameResolver
+    from opslake.http.responses import create_resolver
+    from opslake.ingest.observe import Observer, observe, summarize
     from opslake.queue import OpsQueue
 
     class MemoryQueue(OpsQueue):

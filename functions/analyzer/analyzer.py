@@ -5,8 +5,8 @@ Invoke it by hand with ``{"since": ISO-8601, "until": ISO-8601}`` to re-analyze 
 """
 
 from opslake import runtime
-from opslake.analyzer import build_analyzer
 from opslake.config import get_settings
+from opslake.jobs.analyzer import build_analyzer
 
 settings = get_settings()
 settings.require("lake_bucket", "glue_database", "ops_table")

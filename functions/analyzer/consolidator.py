@@ -5,7 +5,7 @@ a window (backfill) without moving the watermark.
 
 from opslake import runtime
 from opslake.config import get_settings
-from opslake.consolidator import build_consolidator
+from opslake.jobs.consolidator import build_consolidator
 
 settings = get_settings()
 settings.require("lake_bucket", "glue_database", "ops_table")

@@ -11,14 +11,14 @@ from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from opslake import runtime
-from opslake.api import json_response
-from opslake.bodies import parse_body
 from opslake.config import get_settings
 from opslake.errors import BadRequestError, QueueError, ServiceUnavailableError
-from opslake.gateway import create_tool_app
-from opslake.identity import caller_key_id
+from opslake.http.bodies import parse_body
+from opslake.http.identity import caller_key_id
+from opslake.http.responses import json_response
+from opslake.ingest.observe import SESSION_HEADER, TRACE_HEADER, summarize
 from opslake.models.ops import MAX_ID_CHARS, Id, OpInput, now_utc
-from opslake.observe import SESSION_HEADER, TRACE_HEADER, summarize
+from opslake.tools.app import create_tool_app
 
 settings = get_settings()
 settings.require("ops_queue_url")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from opslake import runtime
 from opslake.config import get_settings
-from opslake.datasets.tools import match_workers, parse_match_request
-from opslake.gateway import create_tool_app, query_engine
-from opslake.insights import InsightsConfig
-from opslake.observe import summarize
+from opslake.ingest.observe import summarize
+from opslake.insights.stats import InsightsConfig
+from opslake.tools.app import create_tool_app, query_engine
+from opslake.tools.datasets import match_workers, parse_match_request
 
 config = InsightsConfig.from_settings(get_settings())
 app = create_tool_app()

@@ -7,10 +7,10 @@ from typing import Any
 
 from opslake import runtime
 from opslake.config import get_settings
-from opslake.gateway import create_tool_app
+from opslake.ingest.observe import summarize
 from opslake.models.llm import LlmState
-from opslake.observe import summarize
-from opslake.snapshots import CachedJsonObject, SnapshotUnavailableError
+from opslake.tools.app import create_tool_app
+from opslake.tools.snapshots import CachedJsonObject, SnapshotUnavailableError
 
 settings = get_settings()
 settings.require("lake_bucket")

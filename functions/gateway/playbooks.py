@@ -12,15 +12,15 @@ from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from opslake import runtime
-from opslake.api import json_response
-from opslake.bodies import parse_query
 from opslake.config import get_settings
 from opslake.errors import ServiceUnavailableError
-from opslake.gateway import create_tool_app
+from opslake.http.bodies import parse_query
+from opslake.http.responses import json_response
+from opslake.ingest.observe import summarize
 from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
 from opslake.observability import logger
-from opslake.observe import summarize
-from opslake.snapshots import CachedJsonObject, SnapshotUnavailableError
+from opslake.tools.app import create_tool_app
+from opslake.tools.snapshots import CachedJsonObject, SnapshotUnavailableError
 
 settings = get_settings()
 settings.require("lake_bucket")

@@ -5,10 +5,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from opslake import runtime
-from opslake.bodies import parse_body
 from opslake.config import get_settings
-from opslake.gateway import create_tool_app, query_engine
-from opslake.observe import summarize
+from opslake.http.bodies import parse_body
+from opslake.ingest.observe import summarize
+from opslake.tools.app import create_tool_app, query_engine
 
 settings = get_settings()
 app = create_tool_app()
@@ -27,7 +27,7 @@ class SqlRequest(BaseModel):
 def run_sql() -> dict[str, Any]:
     body = parse_body(SqlRequest, app.current_event.decoded_body)
     # sqlglot (the guard) is imported on first use: only this function needs it.
-    from opslake.query.sqltool import run_sql as run
+    from opslake.tools.sql import run_sql as run
 
     answer = run(
         query_engine(),

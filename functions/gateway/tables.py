@@ -6,9 +6,9 @@ from functools import cache
 
 from opslake import runtime
 from opslake.config import get_settings
-from opslake.datasets.tools import TableCatalog
-from opslake.gateway import create_tool_app
-from opslake.observe import summarize
+from opslake.ingest.observe import summarize
+from opslake.tools.app import create_tool_app
+from opslake.tools.datasets import TableCatalog
 
 settings = get_settings()
 app = create_tool_app()

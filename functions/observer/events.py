@@ -6,11 +6,11 @@ import boto3  # noqa: F401  (imported during init, when Lambda gives more CPU, n
 from aws_lambda_powertools.event_handler import Response
 
 from opslake import runtime
-from opslake.api import create_resolver, json_response
 from opslake.config import get_settings
 from opslake.errors import InvalidOpsError, ServiceUnavailableError
-from opslake.identity import caller_key_id
-from opslake.ingest import ingest
+from opslake.http.identity import caller_key_id
+from opslake.http.responses import create_resolver, json_response
+from opslake.ingest.events import ingest
 from opslake.models import now_utc
 from opslake.observability import MetricUnit, metrics
 

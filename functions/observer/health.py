@@ -7,8 +7,8 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from opslake import __version__
-from opslake.api import create_resolver, json_response
 from opslake.config import get_settings
+from opslake.http.responses import create_resolver, json_response
 from opslake.observability import logger
 
 app = create_resolver()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import Response
 
 from opslake import runtime
-from opslake.api import create_resolver, json_response
 from opslake.config import get_settings
-from opslake.insights import InsightsConfig, TtlCache, get_stats
+from opslake.http.responses import create_resolver, json_response
+from opslake.insights.stats import InsightsConfig, TtlCache, get_stats
 from opslake.models.insights import StatsAnswer
 from opslake.observability import MetricUnit, metrics
 

@@ -15,7 +15,7 @@ from opslake.lake.catalog import GlueCatalog
 from opslake.lake.store import S3ObjectStore
 from opslake.lake.writer import LakeWriter, QueueMessage
 from opslake.observability import MetricUnit, logger, metrics
-from opslake.tracing import tracer
+from opslake.observability.tracing import tracer
 
 settings = get_settings()
 settings.require("lake_bucket", "glue_database", "ops_table")

@@ -446,7 +446,7 @@ def _playbooks_target(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 
 def _consolidator_state(settings: Any, s3: Any) -> Any:
-    from opslake.state import StateStore
+    from opslake.jobs.lease import StateStore
 
     return StateStore(
         s3, settings.lake_bucket, settings.consolidator_state_key, lease_s=settings.consolidator_lease_s
@@ -455,7 +455,7 @@ def _consolidator_state(settings: Any, s3: Any) -> Any:
 
 def cmd_playbooks_list(args: argparse.Namespace) -> int:
     """Every playbook entry the consolidator keeps (proposed, active, retired), newest first."""
-    from opslake.consolidator import read_entries
+    from opslake.jobs.consolidator import read_entries
     from opslake_local.queries import text_table
 
     settings, s3, _where = _playbooks_target(args)
@@ -485,9 +485,9 @@ def cmd_playbooks_list(args: argparse.Namespace) -> int:
 def cmd_playbooks_approve(args: argparse.Namespace) -> int:
     """Publish a proposed entry (approval mode): it reaches agents with the next GET /playbooks."""
     from opslake.analysis.playbooks import EntryNotFoundError
-    from opslake.consolidator import approve_entry
+    from opslake.jobs.consolidator import approve_entry
+    from opslake.jobs.lease import LeaseLostError
     from opslake.lake.store import S3ObjectStore
-    from opslake.state import LeaseLostError
 
     settings, s3, where = _playbooks_target(args)
     try:

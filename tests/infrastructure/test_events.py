@@ -57,7 +57,7 @@ def test_every_scheduled_function_has_a_schedule_and_a_backfill_event(
 def test_schedule_event_is_an_eventbridge_scheduled_event_and_runs_as_scheduled(
     project_root: Path, scheduled: dict[str, str], function: str
 ) -> None:
-    from opslake.jobs import parse_trigger
+    from opslake.jobs.trigger import parse_trigger
 
     event = json.loads((project_root / "events" / f"{_job_stem(function)}-schedule.json").read_text())
     assert set(event) == SCHEDULED_EVENT_KEYS
@@ -73,7 +73,7 @@ def test_schedule_event_is_an_eventbridge_scheduled_event_and_runs_as_scheduled(
 
 @pytest.mark.parametrize("function", ["AnalyzerFunction", "ConsolidatorFunction"])
 def test_backfill_event_is_a_valid_window(project_root: Path, function: str) -> None:
-    from opslake.jobs import parse_trigger
+    from opslake.jobs.trigger import parse_trigger
 
     event = json.loads((project_root / "events" / f"{_job_stem(function)}-backfill.json").read_text())
     assert set(event) == {"since", "until"}
@@ -85,7 +85,7 @@ def test_backfill_event_is_a_valid_window(project_root: Path, function: str) -> 
 
 def test_no_other_sample_event_is_taken_for_a_job_trigger(project_root: Path) -> None:
     """API Gateway and SQS samples are neither schedules nor backfills: a job refuses them."""
-    from opslake.jobs import JobInputError, parse_trigger
+    from opslake.jobs.trigger import JobInputError, parse_trigger
 
     for path in _sample_events(project_root):
         if path.stem.endswith(("-schedule", "-backfill")):

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from opslake.analysis.diagnoser import Diagnoser
-from opslake.analyzer import Analyzer
-from opslake.jobs import Backfill
+from opslake.jobs.analyzer import Analyzer
+from opslake.jobs.lease import StateStore
+from opslake.jobs.trigger import Backfill
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.store import S3ObjectStore
 from opslake.llm import LlmClient, LlmConfig
 from opslake.models.ops import QueuedOp
 from opslake.query.embedded import EmbeddedEngine
 from opslake.queue import SqsOpsQueue
-from opslake.state import StateStore
 from tests.fake_llm import FakeLlm
 from tests.integration.jobs_support import Lake, receive_all, write_ops
 

@@ -209,8 +209,8 @@ def test_schedule_run_runs_the_analyzer_now(running: Running, capsys: pytest.Cap
 def test_playbooks_list_and_approve(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
     from datetime import UTC, datetime
 
+    from opslake.jobs.lease import StateStore
     from opslake.models.playbooks import PlaybookEntry
-    from opslake.state import StateStore
 
     s3 = running.stack.client("s3")
     store = StateStore(s3, running.stack.bucket, "state/consolidator.json", lease_s=60)

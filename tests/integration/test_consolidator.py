@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from opslake.analysis.diagnoser import Diagnoser
-from opslake.analyzer import Analyzer
-from opslake.consolidator import Consolidator
+from opslake.jobs.analyzer import Analyzer
+from opslake.jobs.consolidator import Consolidator
+from opslake.jobs.lease import StateStore
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.compaction import Compactor
 from opslake.lake.store import S3ObjectStore
 from opslake.models.ops import QueuedOp
 from opslake.models.playbooks import PlaybookEntry
 from opslake.query.embedded import EmbeddedEngine
-from opslake.state import StateStore
 from tests.integration.jobs_support import Lake, query, write_ops
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from opslake.state import LeaseLostError, RunState, StateError, StateStore
+from opslake.jobs.lease import LeaseLostError, RunState, StateError, StateStore
 from tests.integration.conftest import BUCKET, Aws
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)

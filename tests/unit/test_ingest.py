@@ -17,7 +17,7 @@ from opslake.errors import (
     PayloadTooLargeError,
     ServiceUnavailableError,
 )
-from opslake.ingest import MAX_OPS_PER_REQUEST, MAX_REQUEST_BYTES, ingest
+from opslake.ingest.events import MAX_OPS_PER_REQUEST, MAX_REQUEST_BYTES, ingest
 from opslake.models import QueuedOp
 
 from ..fakes import MemoryQueue

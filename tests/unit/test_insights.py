@@ -14,7 +14,7 @@ from opslake.errors import (
     QueryEngineFailedError,
     QueryUnavailableError,
 )
-from opslake.insights import (
+from opslake.insights.stats import (
     InsightsConfig,
     TtlCache,
     get_profile,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from opslake.jobs import (
+from opslake.jobs.trigger import (
     Backfill,
     JobInputError,
     Window,

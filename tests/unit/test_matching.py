@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opslake.matching import (
+from opslake.tools.matching import (
     COVERAGE_WEIGHT,
     PHRASE_WEIGHT,
     Candidate,

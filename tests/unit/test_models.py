@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from opslake.ids import ULID_RE
 from opslake.models import (
     MAX_ATTRIBUTE_VALUE_CHARS,
     MAX_ATTRIBUTES,
@@ -20,6 +19,7 @@ from opslake.models import (
     OpRecord,
     QueuedOp,
 )
+from opslake.models.ids import ULID_RE
 
 NOW = datetime(2026, 11, 21, 10, 0, 0, 123000, tzinfo=UTC)
 

@@ -7,11 +7,18 @@ from datetime import UTC, datetime
 
 import pytest
 
-from opslake.api import create_resolver
 from opslake.errors import BadRequestError, QueueError
-from opslake.identity import KeyNameResolver
+from opslake.http.identity import KeyNameResolver
+from opslake.http.responses import create_resolver
+from opslake.ingest.observe import (
+    SESSION_HEADER,
+    TASK_CLASS_HEADER,
+    Observer,
+    build_record,
+    observe,
+    summarize,
+)
 from opslake.models import QueuedOp
-from opslake.observe import SESSION_HEADER, TASK_CLASS_HEADER, Observer, build_record, observe, summarize
 from opslake.queue import OpsQueue
 
 from ..conftest import api_event

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from opslake.ingest.redact import REDACTED, redact, rule_names
 from opslake.models import OpInput
-from opslake.redact import REDACTED, redact, rule_names
 
 CASES = {
     "private_key_block": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "MIIEow"),

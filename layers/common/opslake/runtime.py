@@ -13,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from opslake.config import get_settings
-from opslake.identity import KeyNameResolver, apigateway_key_lookup
+from opslake.http.identity import KeyNameResolver, apigateway_key_lookup
 from opslake.query.base import QueryEngine
 from opslake.queue import SqsOpsQueue
 
@@ -60,7 +60,7 @@ def api_handler(app: Any) -> Callable[[dict, LambdaContext], dict]:
     from aws_lambda_powertools.logging import correlation_paths
 
     from opslake.observability import logger, metrics
-    from opslake.tracing import tracer
+    from opslake.observability.tracing import tracer
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
     @tracer.capture_lambda_handler
@@ -75,9 +75,9 @@ def job_handler(job: str, run: Callable[[Any], dict[str, Any]]) -> Callable[[dic
     """The Lambda entry point of a scheduled job: a schedule event runs ``run(None)``, a
     ``{"since", "until"}`` event runs ``run(backfill)``; anything else is answered with what was
     wrong (a retry would not help, so it does not raise)."""
-    from opslake.jobs import JobInputError, parse_trigger
+    from opslake.jobs.trigger import JobInputError, parse_trigger
     from opslake.observability import logger, metrics
-    from opslake.tracing import tracer
+    from opslake.observability.tracing import tracer
 
     @logger.inject_lambda_context
     @tracer.capture_lambda_handler

@@ -157,7 +157,7 @@ _REQUEST = re.compile(r"^(GET|POST|PUT|PATCH|DELETE) (\S+?)(?:\?(\S*))?(?: (.*))
 
 def success_template(input_summary: str | None) -> str:
     """The shape of a call: for a gateway call ("METHOD /path?query body", see
-    :func:`opslake.observe.describe_request`) the method, the query's keys and the body's template
+    :func:`opslake.ingest.observe.describe_request`) the method, the query's keys and the body's template
     (JSON keys kept, values normalized); any other text is normalized."""
     text = (input_summary or "").strip()
     match = _REQUEST.match(text)

@@ -13,6 +13,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from opslake.ingest.redact import redact
 from opslake.models.analysis import (
     CATEGORIES,
     MAX_ADJUSTMENT_CHARS,
@@ -21,7 +22,6 @@ from opslake.models.analysis import (
     Signature,
 )
 from opslake.models.ops import truncate
-from opslake.redact import redact
 
 DATA_OPEN = "<<<DATA"
 DATA_CLOSE = "DATA>>>"

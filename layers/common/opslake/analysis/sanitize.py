@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from opslake.redact import REDACTED, redact
+from opslake.ingest.redact import REDACTED, redact
 
 ELLIPSIS = "…"
 

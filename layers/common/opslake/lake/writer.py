@@ -32,8 +32,8 @@ from opslake.lake.parquet import ops_table, to_parquet_bytes
 from opslake.lake.schema import OPS_SCHEMA
 from opslake.lake.store import ObjectStore
 from opslake.models.ops import QueuedOp
+from opslake.models.validation import describe_problems, field_errors
 from opslake.observability import logger
-from opslake.validation import field_errors, summarize
 
 MAX_REJECT_BODY_CHARS = 64 * 1024
 
@@ -97,7 +97,7 @@ def parse_message(message: QueueMessage) -> ParsedOp | Reject:
         if any(err["type"] == "json_invalid" for err in exc.errors()):
             reason = "not valid JSON: " + exc.errors()[0]["msg"]
         else:
-            reason = "not a valid op record: " + summarize(field_errors(exc))
+            reason = "not a valid op record: " + describe_problems(field_errors(exc))
         return Reject(message.message_id, reason, message.body, message.sent_at)
     return ParsedOp(message.message_id, op, message.sent_ms)
 

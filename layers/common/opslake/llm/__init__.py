@@ -12,7 +12,7 @@ from opslake.llm.errors import (
     LlmUnavailableError,
 )
 from opslake.llm.keys import fetch_api_key, key_source
-from opslake.llm.state import LlmStateStore, UsageLedger
+from opslake.llm.ledger import LlmStateStore, UsageLedger
 
 __all__ = [
     "CircuitBreaker",

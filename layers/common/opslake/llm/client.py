@@ -38,7 +38,7 @@ from opslake.llm.errors import (
     LlmRequestError,
     LlmUnavailableError,
 )
-from opslake.llm.state import LlmStateStore, UsageLedger, clip_error
+from opslake.llm.ledger import LlmStateStore, UsageLedger, clip_error
 from opslake.models.llm import LlmState
 
 if TYPE_CHECKING:

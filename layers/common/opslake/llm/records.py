@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opslake.ids import new_ulid
+from opslake.models.ids import new_ulid
 from opslake.models.ops import MAX_ERROR_CHARS, QueuedOp
 from opslake.observability import logger, metrics
 

@@ -27,8 +27,8 @@ from pydantic import (
     model_validator,
 )
 
-from opslake.ids import new_ulid
-from opslake.redact import redact
+from opslake.ingest.redact import redact
+from opslake.models.ids import new_ulid
 
 # ---- limits (documented in the README; tests assert each one) -------------------------------
 MAX_ID_CHARS = 200

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from opslake.ids import new_ulid
+from opslake.models.ids import new_ulid
 
 _CONFLICT = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})

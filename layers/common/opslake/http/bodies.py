@@ -14,7 +14,7 @@ from typing import TypeVar
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from opslake.api import as_opslake_error
+from opslake.http.responses import as_opslake_error
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -23,8 +23,8 @@ from opslake.errors import (
     ServiceUnavailableError,
 )
 from opslake.models.ops import OpInput, QueuedOp
+from opslake.models.validation import describe_problems, field_errors
 from opslake.queue import OpsQueue
-from opslake.validation import field_errors, summarize
 
 MAX_OPS_PER_REQUEST = 500
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -84,7 +84,7 @@ def _rejection(index: int, exc: Exception) -> RejectedOp:
     problems = (
         field_errors(exc) if isinstance(exc, ValidationError) else [{"field": "(op)", "message": str(exc)}]
     )
-    return RejectedOp(index=index, message=summarize(problems), errors=problems)
+    return RejectedOp(index=index, message=describe_problems(problems), errors=problems)
 
 
 def ingest(

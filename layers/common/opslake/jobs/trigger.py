@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from opslake.insights import sql_string
+from opslake.insights.stats import sql_string
 from opslake.models.ops import UtcMs
 
 MAX_BACKFILL = timedelta(days=31)

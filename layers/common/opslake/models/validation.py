@@ -24,7 +24,7 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return problems
 
 
-def summarize(problems: list[dict[str, Any]]) -> str:
+def describe_problems(problems: list[dict[str, Any]]) -> str:
     """One line: ``duration_ms: Input should be a valid number; success: field required``."""
     return "; ".join(
         f"{p['field']}: {p['message']}" if p["field"] != "(op)" else p["message"] for p in problems

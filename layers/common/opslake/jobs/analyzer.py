@@ -27,7 +27,8 @@ from typing import Any
 from opslake.analysis.diagnoser import Diagnoser
 from opslake.analysis.signatures import SignatureIndex, mark_diagnosed, needs_diagnosis, select_for_diagnosis
 from opslake.config import Settings
-from opslake.jobs import Backfill, Window, scheduled_window, sql_string_list, window_predicate
+from opslake.jobs.lease import Lease, StateStore, run_with_lease
+from opslake.jobs.trigger import Backfill, Window, scheduled_window, sql_string_list, window_predicate
 from opslake.lake import derived
 from opslake.lake.catalog import Catalog
 from opslake.lake.store import ObjectStore
@@ -36,7 +37,6 @@ from opslake.models.analysis import Diagnosis, FailureRow, FailureSample, Signat
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine
 from opslake.queue import OpsQueue
-from opslake.state import Lease, StateStore, run_with_lease
 
 MAX_SAMPLES = 5
 SAMPLE_TEXT_CHARS = 600

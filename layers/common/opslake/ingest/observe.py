@@ -23,8 +23,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
-from opslake.api import as_opslake_error
-from opslake.identity import KeyNameResolver, caller_key_id
+from opslake.http.identity import KeyNameResolver, caller_key_id
+from opslake.http.responses import as_opslake_error
 from opslake.models.ops import MAX_SUMMARY_CHARS, OpInput, QueuedOp, now_utc
 from opslake.observability import MetricUnit, logger, metrics
 from opslake.queue import OpsQueue

@@ -15,12 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from opslake import matching
-from opslake.bodies import parse_body
 from opslake.datasets.staffing import AVAILABILITY, PLACEMENTS, WORKERS
 from opslake.errors import BadRequestError, NotFoundError
-from opslake.insights import InsightsConfig, TtlCache, run_query, sql_string
+from opslake.http.bodies import parse_body
+from opslake.insights.stats import InsightsConfig, TtlCache, run_query, sql_string
 from opslake.query.base import QueryEngine
+from opslake.tools import matching
 
 WORKER_ID = re.compile(r"^W[0-9]{5}$")
 #: How many candidates the structured filters may pass to the scorer.
@@ -223,7 +223,7 @@ class MatchAnswer(BaseModel):
 
 def parse_match_request(body: str | None) -> MatchRequest:
     """The request body as a :class:`MatchRequest`; a 400 listing each bad field otherwise
-    (parsed in the route so that a refused body is observed too: see :mod:`opslake.bodies`)."""
+    (parsed in the route so that a refused body is observed too: see :mod:`opslake.http.bodies`)."""
     return parse_body(MatchRequest, body)
 
 
@@ -270,7 +270,7 @@ def match_sql(config: InsightsConfig, request: MatchRequest) -> str:
 
 
 def match_workers(engine: QueryEngine, config: InsightsConfig, request: MatchRequest) -> MatchAnswer:
-    """``POST /match``: filter in SQL, then rank by the need (:mod:`opslake.matching`)."""
+    """``POST /match``: filter in SQL, then rank by the need (:mod:`opslake.tools.matching`)."""
     wanted = check_match_request(request)
     result = run_query(engine, match_sql(config, request), what="the match candidates", config=config)
     records = {r["worker_id"]: r for r in (_worker_record(row) for row in result.records())}

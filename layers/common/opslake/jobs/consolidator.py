@@ -35,7 +35,8 @@ from opslake.analysis.playbooks import (
     snapshot,
 )
 from opslake.config import Settings
-from opslake.jobs import (
+from opslake.jobs.lease import Lease, LeaseLostError, StateStore, run_with_lease
+from opslake.jobs.trigger import (
     Backfill,
     Window,
     partitions_predicate,
@@ -52,7 +53,6 @@ from opslake.models.playbooks import EntryDraft, PlaybookEntry
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine, QueryFailedError
 from opslake.queue import OpsQueue
-from opslake.state import Lease, LeaseLostError, StateStore, run_with_lease
 
 if TYPE_CHECKING:
     from opslake.lake.compaction import Compactor

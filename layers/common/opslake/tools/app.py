@@ -5,15 +5,15 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from opslake import runtime
-from opslake.api import create_resolver
-from opslake.observe import Observer, observe
+from opslake.http.responses import create_resolver
+from opslake.ingest.observe import Observer, observe
 
 
 def create_tool_app(*, enable_validation: bool = False) -> APIGatewayRestResolver:
-    """A resolver whose every call becomes an op record (see :mod:`opslake.observe`).
+    """A resolver whose every call becomes an op record (see :mod:`opslake.ingest.observe`).
 
     Powertools' request validation runs before any middleware, so a request it refused would
-    leave no op record: tools validate inside the route with :mod:`opslake.bodies` instead.
+    leave no op record: tools validate inside the route with :mod:`opslake.http.bodies` instead.
     """
     return observe(
         create_resolver(enable_validation=enable_validation), Observer(runtime.ops_queue, runtime.key_names)

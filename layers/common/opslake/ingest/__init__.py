@@ -1,0 +1,26 @@
+"""The way in: how an op becomes a queued record.
+
+``events`` validates the ops runtimes post to ``POST /events``; ``observe`` is the middleware that
+turns every gateway tool call into an op record; ``redact`` scrubs secrets from text (the op
+models apply it, so nothing unredacted leaves a Lambda). An OTLP decoder for ``POST /v1/traces``
+belongs beside ``events``. Names resolve lazily (``models.ops`` imports ``redact`` from here).
+"""
+
+from opslake._lazy import lazy_exports
+
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "events": ("MAX_OPS_PER_REQUEST", "MAX_REQUEST_BYTES", "IngestResult", "RejectedOp", "ingest"),
+        "observe": (
+            "SESSION_HEADER",
+            "TASK_CLASS_HEADER",
+            "TRACE_HEADER",
+            "Observer",
+            "build_record",
+            "observe",
+            "summarize",
+        ),
+        "redact": ("REDACTED", "redact"),
+    },
+)

@@ -1,0 +1,30 @@
+"""The agent tools behind the gateway routes, as plain logic the thin handlers call.
+
+``app`` builds an observed tool resolver; ``sql`` runs one guarded read-only query (``POST /sql``);
+``datasets`` answers ``GET /tables``, ``GET /worker/{id}`` and ``POST /match`` over the allowlisted
+datasets (ranking in ``matching``); ``snapshots`` serves S3 objects the jobs publish (playbooks,
+LLM state) from a per-container cache. Search, ask and MCP belong here too.
+Names resolve lazily: ``tools.sql`` needs sqlglot, which the other tools' cold starts skip.
+"""
+
+from opslake._lazy import lazy_exports
+
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "app": ("create_tool_app", "query_engine"),
+        "datasets": (
+            "MatchAnswer",
+            "MatchRequest",
+            "TableCatalog",
+            "TableInfo",
+            "get_worker",
+            "match_workers",
+            "parse_match_request",
+            "validate_worker_id",
+        ),
+        "matching": ("Candidate", "Match", "rank"),
+        "snapshots": ("CachedJsonObject", "SnapshotUnavailableError"),
+        "sql": ("run_sql",),
+    },
+)
