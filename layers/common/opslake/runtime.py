@@ -17,12 +17,30 @@ from opslake.http.identity import KeyNameResolver, apigateway_key_lookup
 from opslake.query.base import QueryEngine
 from opslake.queue import SqsOpsQueue
 
+#: Every AWS client retries the botocore way: "standard" mode backs off exponentially with jitter
+#: on throttling and transient errors under a retry quota (3 attempts unless AWS_MAX_ATTEMPTS says
+#: otherwise). No code of ours repeats a call botocore already retried.
+RETRY_MODE = "standard"
+
+
+def boto_config(**overrides: Any) -> Any:
+    """The botocore ``Config`` of every client opslake builds (Lambda, local stack and CLI alike)."""
+    from botocore.config import Config
+
+    return Config(retries={"mode": RETRY_MODE}, **overrides)
+
+
+def new_client(service: str, **kwargs: Any) -> Any:
+    """A new boto3 client with the retry configuration (``kwargs``: endpoint, region, credentials)."""
+    import boto3
+
+    return boto3.client(service, config=boto_config(), **kwargs)  # type: ignore[call-overload]
+
 
 @cache
 def client(service: str) -> Any:
-    import boto3
-
-    return boto3.client(service)  # type: ignore[call-overload]
+    """This container's client for ``service`` (built on first use, then reused)."""
+    return new_client(service)
 
 
 @lru_cache(maxsize=1)
