@@ -40,6 +40,14 @@ class LeaseLostError(StateError):
     """Another run took the lease (ours expired): this run's commit was refused."""
 
 
+def _error_code(exc: ClientError) -> str:
+    """S3's error code, or the HTTP status when a conditional write answers with no code."""
+    response = exc.response
+    return str(response.get("Error", {}).get("Code", "")) or str(
+        response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
+    )
+
+
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat(timespec="milliseconds")
 
@@ -73,7 +81,10 @@ class RunState:
 
     @classmethod
     def from_json(cls, body: bytes) -> RunState:
-        document = json.loads(body)
+        return cls.from_document(json.loads(body))
+
+    @classmethod
+    def from_document(cls, document: Any) -> RunState:
         if not isinstance(document, dict):
             raise ValueError("state object is not a JSON object")
         return cls(
@@ -94,8 +105,60 @@ class Lease:
     state: RunState
 
 
+class ConditionalJson:
+    """One JSON object in S3 that only ever changes by conditional writes.
+
+    ``write`` succeeds only if the object still has the ETag the writer read (``IfMatch``), or
+    does not exist yet (``IfNoneMatch="*"``); S3 lets exactly one of two racing writers win. Every
+    lease in opslake (a job's run state, a compaction journal) is built on this one primitive.
+    """
+
+    def __init__(self, s3: Any, bucket: str, key: str) -> None:
+        self._s3 = s3
+        self.bucket = bucket
+        self.key = key
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    def read(self) -> tuple[Any, str | None]:
+        """The parsed document and its ETag; ``(None, None)`` when there is no object yet."""
+        try:
+            response = self._s3.get_object(Bucket=self.bucket, Key=self.key)
+            body = response["Body"].read()
+        except ClientError as exc:
+            if _error_code(exc) in _MISSING:
+                return None, None
+            raise StateError(f"{self.uri} could not be read: {exc}") from exc
+        try:
+            return json.loads(body), str(response["ETag"])
+        except ValueError as exc:
+            # Refuse to go on rather than overwrite a document we cannot read: a human must look.
+            raise StateError(f"{self.uri} is not a valid state object: {exc}") from exc
+
+    def write(self, body: bytes, etag: str | None) -> str | None:
+        """Write ``body`` if the object still has ``etag`` (or is absent when ``etag`` is None);
+        the new ETag, or ``None`` when another writer changed it first."""
+        condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+        try:
+            response = self._s3.put_object(
+                Bucket=self.bucket, Key=self.key, Body=body, ContentType="application/json", **condition
+            )
+        except ClientError as exc:
+            if _error_code(exc) in _CONFLICT:
+                return None
+            raise StateError(f"{self.uri} could not be written: {exc}") from exc
+        return str(response["ETag"])
+
+
+def lease_is_held(holder: str | None, expires: datetime | None, now: datetime) -> bool:
+    """Whether a lease recorded as ``holder`` until ``expires`` still keeps others out at ``now``."""
+    return bool(holder) and expires is not None and expires > now
+
+
 class StateStore:
-    """One job's state object at ``s3://bucket/key``."""
+    """One job's run state at ``s3://bucket/key``, under a lease (see the module docstring)."""
 
     def __init__(
         self,
@@ -106,7 +169,7 @@ class StateStore:
         lease_s: float,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._s3 = s3
+        self._object = ConditionalJson(s3, bucket, key)
         self.bucket = bucket
         self.key = key
         self.lease_s = lease_s
@@ -114,44 +177,20 @@ class StateStore:
 
     def read(self) -> tuple[RunState, str | None]:
         """The current state and its ETag (a fresh state and ``None`` when there is none yet)."""
+        document, etag = self._object.read()
+        if document is None:
+            return RunState(), None
         try:
-            response = self._s3.get_object(Bucket=self.bucket, Key=self.key)
-            body = response["Body"].read()
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code", "")) in _MISSING:
-                return RunState(), None
-            raise StateError(f"s3://{self.bucket}/{self.key} could not be read: {exc}") from exc
-        try:
-            return RunState.from_json(body), str(response["ETag"])
+            return RunState.from_document(document), etag
         except ValueError as exc:
-            # Refuse to run rather than overwrite state we cannot read: a human must look.
-            raise StateError(f"s3://{self.bucket}/{self.key} is not a valid state object: {exc}") from exc
-
-    def _put(self, state: RunState, etag: str | None) -> str | None:
-        """Write ``state`` if the object still has ``etag``; the new ETag, or None on a conflict."""
-        condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
-        try:
-            response = self._s3.put_object(
-                Bucket=self.bucket,
-                Key=self.key,
-                Body=state.to_json(),
-                ContentType="application/json",
-                **condition,
-            )
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-            if str(error.get("Code", "")) in _CONFLICT or status in _CONFLICT:
-                return None
-            raise StateError(f"s3://{self.bucket}/{self.key} could not be written: {exc}") from exc
-        return str(response["ETag"])
+            raise StateError(f"{self._object.uri} is not a valid state object: {exc}") from exc
 
     def acquire(self, holder: str | None = None) -> Lease | None:
         """Take the lease, or ``None`` when another run holds it (or won the race for it)."""
         holder = holder or new_ulid()
         state, etag = self.read()
         now = self._clock()
-        if state.lease_holder and state.lease_expires and state.lease_expires > now:
+        if lease_is_held(state.lease_holder, state.lease_expires, now):
             return None
         leased = RunState(
             watermark=state.watermark,
@@ -160,7 +199,7 @@ class StateStore:
             lease_expires=now + timedelta(seconds=self.lease_s),
             committed_at=state.committed_at,
         )
-        new_etag = self._put(leased, etag)
+        new_etag = self._object.write(leased.to_json(), etag)
         if new_etag is None:
             return None
         return Lease(holder=holder, etag=new_etag, state=leased)
@@ -168,9 +207,9 @@ class StateStore:
     def commit(self, lease: Lease, *, watermark: datetime | None, data: dict[str, Any]) -> RunState:
         """Store the run's results and release the lease, only if we still hold it."""
         committed = RunState(watermark=watermark, data=data, committed_at=self._clock())
-        if self._put(committed, lease.etag) is None:
+        if self._object.write(committed.to_json(), lease.etag) is None:
             raise LeaseLostError(
-                f"s3://{self.bucket}/{self.key} changed while this run held its lease "
+                f"{self._object.uri} changed while this run held its lease "
                 f"(the lease of {self.lease_s:g} s expired?): the next run redoes this window"
             )
         return committed
@@ -180,7 +219,7 @@ class StateStore:
         state = lease.state
         released = RunState(watermark=state.watermark, data=state.data, committed_at=state.committed_at)
         try:
-            return self._put(released, lease.etag) is not None
+            return self._object.write(released.to_json(), lease.etag) is not None
         except StateError:
             return False  # the lease expires by itself
 
