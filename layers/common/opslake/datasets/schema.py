@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from opslake.datasets.staffing import PLACEMENTS, WORKERS
-from opslake.lake.schema import glue_type as _lake_glue_type
+from opslake.lake.schema import glue_type
 
 WORKERS_SCHEMA = pa.schema(
     [
@@ -45,15 +45,6 @@ PLACEMENTS_SCHEMA = pa.schema(
 )
 
 SCHEMAS: dict[str, pa.Schema] = {WORKERS: WORKERS_SCHEMA, PLACEMENTS: PLACEMENTS_SCHEMA}
-
-
-def glue_type(arrow_type: pa.DataType) -> str:
-    """The Glue type of a dataset column (the lake's mapping, plus ``date``)."""
-    if pa.types.is_date32(arrow_type):
-        return "date"
-    if pa.types.is_list(arrow_type):
-        return f"array<{glue_type(arrow_type.value_type)}>"
-    return _lake_glue_type(arrow_type)
 
 
 def glue_columns(table: str) -> list[dict[str, str]]:

@@ -6,6 +6,8 @@ the two agree, so the writer can never produce a file Athena reads differently.
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 
 from opslake.lake.layout import PARTITION_KEYS
@@ -39,13 +41,29 @@ OPS_SCHEMA = pa.schema(
     ]
 )
 
-_SIMPLE_GLUE_TYPES: dict[pa.DataType, str] = {
-    pa.string(): "string",
-    pa.bool_(): "boolean",
-    pa.int32(): "int",
-    pa.int64(): "bigint",
-    pa.float64(): "double",
-}
+# The one map between Arrow and Glue (Hive DDL) types: the writer, the derived tables and the
+# datasets name Glue columns from Arrow schemas; the embedded engine reads Glue columns as Arrow.
+# The first Glue name of an Arrow type is the one written; the others are accepted when read.
+_GLUE_NAMES: tuple[tuple[str, pa.DataType], ...] = (
+    ("string", pa.string()),
+    ("varchar", pa.string()),
+    ("char", pa.string()),
+    ("boolean", pa.bool_()),
+    ("tinyint", pa.int8()),
+    ("smallint", pa.int16()),
+    ("int", pa.int32()),
+    ("integer", pa.int32()),
+    ("bigint", pa.int64()),
+    ("float", pa.float32()),
+    ("double", pa.float64()),
+    ("date", pa.date32()),
+    ("timestamp", pa.timestamp("ms")),  # Athena's timestamp has no zone; the writer's values are UTC
+    ("binary", pa.binary()),
+)
+_ARROW_OF_GLUE: dict[str, pa.DataType] = dict(_GLUE_NAMES)
+_GLUE_OF_ARROW: dict[pa.DataType, str] = {}
+for _name, _arrow in _GLUE_NAMES:
+    _GLUE_OF_ARROW.setdefault(_arrow, _name)
 
 
 def glue_type(arrow_type: pa.DataType) -> str:
@@ -57,9 +75,44 @@ def glue_type(arrow_type: pa.DataType) -> str:
     if pa.types.is_list(arrow_type):
         return f"array<{glue_type(arrow_type.value_type)}>"
     try:
-        return _SIMPLE_GLUE_TYPES[arrow_type]
+        return _GLUE_OF_ARROW[arrow_type]
     except KeyError:
         raise TypeError(f"no Glue type for Arrow type {arrow_type}") from None
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split ``a, map<b,c>, d`` on top-level commas."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def arrow_type(glue_type: str) -> pa.DataType:
+    """The Arrow type of a Glue (Hive DDL) column type; ``TypeError`` for one with no Arrow twin."""
+    text = glue_type.strip().lower()
+    if text in _ARROW_OF_GLUE:
+        return _ARROW_OF_GLUE[text]
+    if re.fullmatch(r"(?:var)?char\(\d+\)", text):
+        return pa.string()
+    if match := re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", text):
+        return pa.decimal128(int(match[1]), int(match[2]))
+    if text.startswith("array<") and text.endswith(">"):
+        return pa.list_(arrow_type(text[6:-1]))
+    if text.startswith("map<") and text.endswith(">"):
+        key, value = split_top_level(text[4:-1])
+        return pa.map_(arrow_type(key), arrow_type(value))
+    if text.startswith("struct<") and text.endswith(">"):
+        fields = [part.split(":", 1) for part in split_top_level(text[7:-1])]
+        return pa.struct([(name.strip(), arrow_type(kind)) for name, kind in fields])
+    raise TypeError(f"Glue column type {glue_type!r} has no Arrow type")
 
 
 def glue_columns(schema: pa.Schema = OPS_SCHEMA) -> list[dict[str, str]]:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from opslake.lake import schema as lake_schema
 from opslake.query.base import (
     Column,
     QueryEngine,
@@ -35,57 +36,15 @@ from opslake.query.dialect import Predicate, TableRef, TranspiledQuery, to_duckd
 if TYPE_CHECKING:
     from opslake.config import Settings
 
-_GLUE_SIMPLE_TYPES: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "varchar": pa.string(),
-    "char": pa.string(),
-    "boolean": pa.bool_(),
-    "tinyint": pa.int8(),
-    "smallint": pa.int16(),
-    "int": pa.int32(),
-    "integer": pa.int32(),
-    "bigint": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("ms"),  # Athena's timestamp has no zone; the writer's values are UTC
-    "binary": pa.binary(),
-}
-
-
-def _split_top(text: str) -> list[str]:
-    """Split ``a, map<b,c>, d`` on top-level commas."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
-
 
 def arrow_type(glue_type: str) -> pa.DataType:
-    """The Arrow type of a Glue (Hive DDL) column type."""
-    text = glue_type.strip().lower()
-    if text in _GLUE_SIMPLE_TYPES:
-        return _GLUE_SIMPLE_TYPES[text]
-    if match := re.fullmatch(r"(?:var)?char\(\d+\)", text):
-        return pa.string()
-    if match := re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", text):
-        return pa.decimal128(int(match[1]), int(match[2]))
-    if text.startswith("array<") and text.endswith(">"):
-        return pa.list_(arrow_type(text[6:-1]))
-    if text.startswith("map<") and text.endswith(">"):
-        key, value = _split_top(text[4:-1])
-        return pa.map_(arrow_type(key), arrow_type(value))
-    if text.startswith("struct<") and text.endswith(">"):
-        fields = [part.split(":", 1) for part in _split_top(text[7:-1])]
-        return pa.struct([(name.strip(), arrow_type(kind)) for name, kind in fields])
-    raise QueryFailedError(f"NOT_SUPPORTED: Glue column type {glue_type!r} is not supported locally")
+    """The Arrow type of a Glue column (the lake's one type map), or a NOT_SUPPORTED failure."""
+    try:
+        return lake_schema.arrow_type(glue_type)
+    except TypeError:
+        raise QueryFailedError(
+            f"NOT_SUPPORTED: Glue column type {glue_type!r} is not supported locally"
+        ) from None
 
 
 _DUCKDB_SIMPLE_TYPES = {
@@ -126,11 +85,11 @@ def athena_type(duckdb_type: str) -> str:
     if match := re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", text):
         return f"decimal({match[1]},{match[2]})"
     if text.startswith("MAP(") and text.endswith(")"):
-        key, value = _split_top(text[4:-1])
+        key, value = lake_schema.split_top_level(text[4:-1])
         return f"map({athena_type(key)}, {athena_type(value)})"
     if text.startswith("STRUCT(") and text.endswith(")"):
         fields = []
-        for part in _split_top(text[7:-1]):
+        for part in lake_schema.split_top_level(text[7:-1]):
             name, _, kind = part.partition(" ")
             fields.append(f"{name.strip(chr(34))} {athena_type(kind)}")
         return f"row({', '.join(fields)})"
