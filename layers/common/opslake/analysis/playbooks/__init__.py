@@ -1,0 +1,70 @@
+"""The consolidator's pure logic: candidate groups → drafts → playbook entries → snapshot.
+
+No I/O here. The consolidator reads rows since its watermark (successes, ``/log`` entries, the
+analyzer's "avoid" diagnoses), calls :func:`candidate_groups` (:mod:`.grouping`), :func:`distill`
+for each group (:mod:`.drafting`: the LLM when configured, else or on any invalid/poisoned answer
+the heuristic), :func:`merge_candidates` against the current entries (:mod:`.merging`),
+:mod:`opslake.analysis.efficacy`, and writes :func:`snapshot` (:mod:`.lifecycle`: active entries
+only) as the object ``GET /playbooks`` serves.
+
+Poisoning defences, in order: a group needs ``min_successes`` ops from ``min_agents`` distinct
+agents; a model answer is validated (:class:`~opslake.models.playbooks.EntryDraft`) and refused
+when poisoned; every entry text is checked by :func:`~opslake.analysis.sanitize.is_poisoned` and
+cleaned; a group whose own evidence reads as an instruction to the assistant is refused whatever
+the distiller made of it; with ``approval_mode`` new entries wait as ``proposed`` until
+:func:`approve`.
+"""
+
+from opslake.analysis.playbooks.drafting import (
+    HEURISTIC,
+    AskLlm,
+    DistilledCandidate,
+    distill,
+    domain_of,
+    heuristic_draft,
+    playbook_prompt,
+)
+from opslake.analysis.playbooks.grouping import (
+    IGNORED_ENDPOINTS,
+    CandidateGroup,
+    LogRow,
+    SuccessRow,
+    candidate_groups,
+    success_template,
+)
+from opslake.analysis.playbooks.lifecycle import EntryNotFoundError, approve, snapshot
+from opslake.analysis.playbooks.merging import (
+    MergeResult,
+    Rejection,
+    entry_id_for,
+    find_duplicate,
+    merge_candidates,
+    rejection_reason,
+    similarity,
+)
+
+__all__ = [
+    "HEURISTIC",
+    "IGNORED_ENDPOINTS",
+    "AskLlm",
+    "CandidateGroup",
+    "DistilledCandidate",
+    "EntryNotFoundError",
+    "LogRow",
+    "MergeResult",
+    "Rejection",
+    "SuccessRow",
+    "approve",
+    "candidate_groups",
+    "distill",
+    "domain_of",
+    "entry_id_for",
+    "find_duplicate",
+    "heuristic_draft",
+    "merge_candidates",
+    "playbook_prompt",
+    "rejection_reason",
+    "similarity",
+    "snapshot",
+    "success_template",
+]

@@ -1,0 +1,233 @@
+"""Grouping: the consolidator's evidence rows → candidate groups, each of which may become one entry.
+
+Successes group by call shape (:func:`success_template`), ``/log`` records by operation and
+do/avoid, "avoid" diagnoses by signature; a group needs enough ops from enough distinct agents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from opslake.analysis.signatures import input_template, normalize
+from opslake.models.analysis import Diagnosis
+from opslake.models.ops import Id, UtcMs
+from opslake.models.playbooks import (
+    MAX_DRAFT_EXCERPTS,
+    MAX_EVIDENCE,
+    MAX_TRACKED_AGENTS,
+    EntryKind,
+    EntrySource,
+)
+
+# Routes about opslake itself: calling them successfully teaches nothing about the task.
+IGNORED_ENDPOINTS = frozenset({"/log", "/playbooks", "/health", "/stats", "/events", "/model"})
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+class SuccessRow(BaseModel):
+    """A successful op as the consolidator reads it from ``ops``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    op_id: Id
+    endpoint: Id
+    agent_id: Id
+    ts: UtcMs
+    task_class: str | None = None
+    input_summary: str | None = None
+    source: str | None = None
+    event_kind: str | None = None
+
+
+class LogRow(BaseModel):
+    """A ``POST /log`` record (``event_kind`` ``log``): ``input_summary`` is "operation: approach",
+    ``output_summary`` is "result" or "result: context" (see functions/gateway/log.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    op_id: Id
+    endpoint: Id
+    agent_id: Id
+    ts: UtcMs
+    success: bool
+    task_class: str | None = None
+    input_summary: str | None = None
+    output_summary: str | None = None
+
+    @property
+    def operation(self) -> str:
+        return (self.input_summary or "").partition(": ")[0].strip()
+
+    @property
+    def approach(self) -> str:
+        operation, sep, approach = (self.input_summary or "").partition(": ")
+        return approach.strip() if sep else operation.strip()
+
+    @property
+    def result(self) -> str:
+        return (self.output_summary or "").partition(":")[0].strip().lower() or (
+            "success" if self.success else "failure"
+        )
+
+
+@dataclass(frozen=True)
+class CandidateGroup:
+    """Evidence that may become one entry, with a stable ``group_key`` (its entry id derives from it)."""
+
+    group_key: str
+    source: EntrySource
+    kind: EntryKind
+    endpoint: str
+    task_class: str | None
+    template: str
+    op_ids: tuple[str, ...]
+    agents: tuple[str, ...]
+    agent_count: int
+    count: int
+    excerpts: tuple[str, ...] = ()  # raw agent text (never served)
+    operation: str | None = None  # /log groups
+    approaches: tuple[str, ...] = ()  # /log groups, most reported first
+    signature_id: str | None = None
+    diagnosis: Diagnosis | None = None
+
+
+# ---- grouping -----------------------------------------------------------------------------------
+_REQUEST = re.compile(r"^(GET|POST|PUT|PATCH|DELETE) (\S+?)(?:\?(\S*))?(?: (.*))?$", re.S)
+
+
+def success_template(input_summary: str | None) -> str:
+    """The shape of a call: for a gateway call ("METHOD /path?query body", see
+    :func:`opslake.ingest.observe.describe_request`) the method, the query's keys and the body's template
+    (JSON keys kept, values normalized); any other text is normalized."""
+    text = (input_summary or "").strip()
+    match = _REQUEST.match(text)
+    if not match:
+        return input_template(text)
+    method, _path, query, body = match.groups()
+    keys = sorted({part.partition("=")[0] for part in (query or "").split("&") if part})
+    head = method + (f" ?{'&'.join(keys)}" if keys else "")
+    return f"{head} {input_template(body)}".strip() if body else head
+
+
+def _key(*parts: str | None) -> str:
+    return "|".join(part or "-" for part in parts)
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _rank_agents(rows: Sequence[SuccessRow | LogRow]) -> tuple[str, ...]:
+    return tuple(sorted({r.agent_id for r in rows}))[:MAX_TRACKED_AGENTS]
+
+
+def _excerpts(texts: Iterable[str | None]) -> tuple[str, ...]:
+    seen: list[str] = []
+    for text in texts:
+        if text and text not in seen:
+            seen.append(text)
+        if len(seen) == MAX_DRAFT_EXCERPTS:
+            break
+    return tuple(seen)
+
+
+def _log_kind(log: LogRow) -> EntryKind:
+    """A logged success or lesson teaches what to do; a logged failure what to avoid."""
+    return "do" if log.success and log.result != "failure" else "avoid"
+
+
+def candidate_groups(
+    successes: Iterable[SuccessRow],
+    logs: Iterable[LogRow],
+    diagnoses: Iterable[Diagnosis] = (),
+    *,
+    min_successes: int = 3,
+    min_agents: int = 2,
+) -> list[CandidateGroup]:
+    """Groups with enough evidence, sorted by ``group_key``.
+
+    * successes: by (endpoint, task class, normalized input) — ``/log`` records and opslake's own
+      routes are left out;
+    * ``/log`` records: by (endpoint, task class, normalized operation, do/avoid) — a "success" or
+      "lesson" is a *do*, a "failure" an *avoid*;
+    * both need ``min_successes`` ops from ``min_agents`` distinct agents;
+    * "avoid" diagnoses (newest per signature) need ``agent_count >= min_agents``.
+    """
+    by_success: dict[str, list[SuccessRow]] = defaultdict(list)
+    for row in successes:
+        if row.event_kind == "log" or row.endpoint in IGNORED_ENDPOINTS:
+            continue
+        template = success_template(row.input_summary)
+        by_success[_key("successes", row.endpoint, row.task_class, _short_hash(template))].append(row)
+    by_log: dict[str, list[LogRow]] = defaultdict(list)
+    for log in logs:
+        if not log.operation:
+            continue
+        operation = normalize(log.operation).lower()
+        by_log[_key("log", log.endpoint, log.task_class, _log_kind(log), _short_hash(operation))].append(log)
+
+    groups: list[CandidateGroup] = []
+    for key, rows in by_success.items():
+        agents = {r.agent_id for r in rows}
+        if len(rows) < min_successes or len(agents) < min_agents:
+            continue
+        rows.sort(key=lambda r: (r.ts, r.op_id))
+        first = rows[0]
+        groups.append(
+            CandidateGroup(
+                group_key=key, source="successes", kind="do", endpoint=first.endpoint,
+                task_class=first.task_class, template=success_template(first.input_summary),
+                op_ids=tuple(r.op_id for r in rows[-MAX_EVIDENCE:]), agents=_rank_agents(rows),
+                agent_count=len(agents), count=len(rows), excerpts=_excerpts(r.input_summary for r in rows),
+            )
+        )  # fmt: skip
+    for key, logs_ in by_log.items():
+        agents = {r.agent_id for r in logs_}
+        if len(logs_) < min_successes or len(agents) < min_agents:
+            continue
+        logs_.sort(key=lambda r: (r.ts, r.op_id))
+        head = logs_[0]
+        # the approach reported by most distinct agents first (ties: the shorter, then alphabetical)
+        reporters: dict[str, set[str]] = defaultdict(set)
+        for log in logs_:
+            reporters[log.approach].add(log.agent_id)
+        approaches = sorted(reporters, key=lambda a: (-len(reporters[a]), len(a), a))
+        groups.append(
+            CandidateGroup(
+                group_key=key, source="log", kind=_log_kind(head),
+                endpoint=head.endpoint, task_class=head.task_class, template=normalize(head.operation),
+                op_ids=tuple(r.op_id for r in logs_[-MAX_EVIDENCE:]), agents=_rank_agents(logs_),
+                agent_count=len(agents), count=len(logs_), operation=head.operation,
+                approaches=tuple(approaches),
+                excerpts=_excerpts(f"{r.input_summary} → {r.output_summary}" for r in logs_),
+            )
+        )  # fmt: skip
+    newest: dict[str, Diagnosis] = {}
+    for diagnosis in diagnoses:
+        current = newest.get(diagnosis.signature_id)
+        if current is None or (diagnosis.created_at, diagnosis.diagnosis_id) > (
+            current.created_at,
+            current.diagnosis_id,
+        ):
+            newest[diagnosis.signature_id] = diagnosis
+    for diagnosis in newest.values():
+        if not diagnosis.avoid or diagnosis.agent_count < min_agents:
+            continue
+        groups.append(
+            CandidateGroup(
+                group_key=_key("diagnosis", diagnosis.signature_id), source="diagnosis", kind="avoid",
+                endpoint=diagnosis.endpoint, task_class=None, template=diagnosis.template,
+                op_ids=tuple(diagnosis.evidence_op_ids[-MAX_EVIDENCE:]), agents=(),
+                agent_count=diagnosis.agent_count, count=diagnosis.failure_count,
+                excerpts=_excerpts([diagnosis.template, diagnosis.cause]),
+                signature_id=diagnosis.signature_id, diagnosis=diagnosis,
+            )
+        )  # fmt: skip
+    groups.sort(key=lambda g: g.group_key)
+    return groups

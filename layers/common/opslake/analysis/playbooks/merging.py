@@ -1,0 +1,166 @@
+"""Merging: distilled candidates folded into the playbook's entries.
+
+A candidate that says the same as an entry (:func:`find_duplicate`) strengthens it; a new one
+becomes an entry (``active``, or ``proposed`` in approval mode); a poisoned one, or one that
+matches a retired entry, is refused (:func:`rejection_reason`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from opslake.analysis.playbooks.drafting import DistilledCandidate
+from opslake.analysis.sanitize import injection_reason, is_poisoned
+from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, PlaybookEntry
+
+SIMILARITY_THRESHOLD = 0.6  # Jaccard of trigger+action tokens for a near-duplicate
+MERGE_PULL = 0.25  # how far a merged entry's confidence moves toward the new draft's
+MERGE_BOOST = 0.05  # and the bonus for independent confirmation
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A candidate refused by the merge, and why (reported, never stored)."""
+
+    group_key: str
+    reason: str
+
+
+@dataclass
+class MergeResult:
+    """All entries after the merge, plus what happened (for logs and metrics)."""
+
+    entries: list[PlaybookEntry]
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+
+
+def entry_id_for(group_key: str) -> str:
+    """Deterministic: the same evidence group always maps to the same entry."""
+    return "pb_" + hashlib.sha256(group_key.encode()).hexdigest()[:16]
+
+
+_TOKEN = re.compile(r"[a-z0-9_]+")
+
+
+def _tokens(text: str) -> set[str]:
+    return set(_TOKEN.findall(text.lower()))
+
+
+def similarity(a: str, b: str) -> float:
+    """Jaccard similarity of the word sets of two texts."""
+    ta, tb = _tokens(a), _tokens(b)
+    if not ta or not tb:
+        return 0.0
+    return len(ta & tb) / len(ta | tb)
+
+
+def find_duplicate(entries: Sequence[PlaybookEntry], candidate: DistilledCandidate) -> PlaybookEntry | None:
+    """The entry ``candidate`` says the same as: same ``group_key``; else same endpoint and kind
+    with trigger+action at least :data:`SIMILARITY_THRESHOLD` similar (the most similar wins)."""
+    key = candidate.group.group_key
+    for entry in entries:
+        if entry.group_key == key or entry.entry_id == entry_id_for(key):
+            return entry
+    text = f"{candidate.draft.trigger} {candidate.draft.action}"
+    best: tuple[float, str] | None = None
+    found: PlaybookEntry | None = None
+    for entry in entries:
+        if entry.endpoint != candidate.group.endpoint or entry.kind != candidate.draft.kind:
+            continue
+        score = similarity(text, f"{entry.trigger} {entry.action}")
+        if score >= SIMILARITY_THRESHOLD and (best is None or (score, entry.entry_id) > best):
+            best, found = (score, entry.entry_id), entry
+    return found
+
+
+def _union(old: Sequence[str], new: Iterable[str], cap: int) -> list[str]:
+    merged = list(dict.fromkeys([*old, *new]))
+    return merged[-cap:]  # keep the newest evidence
+
+
+def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str | None:
+    """Why a distilled candidate must never become (or update) an entry."""
+    group, draft = candidate.group, candidate.draft
+    if group.agent_count < min_agents:
+        return f"evidence from {group.agent_count} distinct agent(s); {min_agents} required"
+    for name, text in (("trigger", draft.trigger), ("action", draft.action)):
+        reason = is_poisoned(text)
+        if reason:
+            return f"{name}: {reason}"
+    for text in (*draft.evidence_excerpts, *group.excerpts, *group.approaches, group.operation or ""):
+        reason = injection_reason(text)
+        if reason:
+            return f"evidence: {reason}"
+    return None
+
+
+def merge_candidates(
+    existing: Sequence[PlaybookEntry],
+    drafts: Iterable[DistilledCandidate],
+    *,
+    now: datetime,
+    approval_mode: bool = False,
+    min_agents: int = 2,
+) -> MergeResult:
+    """Fold distilled candidates into the entries.
+
+    A candidate that says the same as an entry (:func:`find_duplicate`) updates it: evidence op
+    ids, excerpts and agents unioned (capped, newest kept), the distinct-agent count raised,
+    confidence moved :data:`MERGE_PULL` of the way toward the draft's plus :data:`MERGE_BOOST`
+    (capped at 1); its text stays (agents keep seeing stable advice). A retired entry is never
+    revived. Otherwise a new entry is made: ``active`` (``published_at`` = now), or ``proposed``
+    in approval mode. Poisoned candidates are refused and reported in ``rejected``.
+    """
+    entries = {e.entry_id: e for e in existing}
+    result = MergeResult(entries=[])
+    for candidate in sorted(drafts, key=lambda c: c.group.group_key):
+        group, draft = candidate.group, candidate.draft
+        reason = rejection_reason(candidate, min_agents=min_agents)
+        if reason:
+            result.rejected.append(Rejection(group.group_key, reason))
+            continue
+        duplicate = find_duplicate(list(entries.values()), candidate)
+        if duplicate is not None and duplicate.status == "retired":
+            result.rejected.append(Rejection(group.group_key, f"matches retired entry {duplicate.entry_id}"))
+            continue
+        if duplicate is not None:
+            agents = _union(duplicate.evidence_agents, group.agents, MAX_TRACKED_AGENTS)
+            confidence = duplicate.confidence + MERGE_PULL * (draft.confidence - duplicate.confidence)
+            entries[duplicate.entry_id] = duplicate.model_copy(
+                update={
+                    "evidence_op_ids": _union(duplicate.evidence_op_ids, group.op_ids, MAX_EVIDENCE),
+                    "evidence_excerpts": _union(
+                        duplicate.evidence_excerpts, draft.evidence_excerpts, MAX_DRAFT_EXCERPTS
+                    ),
+                    "evidence_agents": agents,
+                    "evidence_agent_count": max(
+                        duplicate.evidence_agent_count, group.agent_count, len(agents)
+                    ),
+                    "confidence": round(min(1.0, max(0.0, confidence + MERGE_BOOST)), 3),
+                    "updated_at": now,
+                }
+            )
+            if duplicate.entry_id not in result.updated:
+                result.updated.append(duplicate.entry_id)
+            continue
+        entry_id = entry_id_for(group.group_key)
+        status: Literal["proposed", "active"] = "proposed" if approval_mode else "active"
+        entries[entry_id] = PlaybookEntry(
+            entry_id=entry_id, trigger=draft.trigger, action=draft.action, kind=draft.kind,
+            confidence=draft.confidence, domain=draft.domain, scope=draft.scope, endpoint=group.endpoint,
+            task_class=group.task_class, signature_id=group.signature_id, group_key=group.group_key,
+            source=group.source, distilled_by=candidate.distilled_by,
+            evidence_op_ids=list(group.op_ids[-MAX_EVIDENCE:]), evidence_excerpts=list(draft.evidence_excerpts),
+            evidence_agents=list(group.agents), evidence_agent_count=group.agent_count, status=status,
+            created_at=now, updated_at=now, published_at=None if approval_mode else now,
+        )  # fmt: skip
+        result.created.append(entry_id)
+    result.entries = sorted(entries.values(), key=lambda e: e.entry_id)
+    return result
