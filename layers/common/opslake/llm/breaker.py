@@ -4,6 +4,7 @@ closed → open after ``failure_threshold`` consecutive failed calls; open → h
 ``cooldown_s`` has passed, which lets exactly one trial call through; the trial's success closes
 the circuit, its failure opens it again for another cooldown. Time is epoch seconds from
 ``clock`` so the state can be saved (``opened_at``) and restored by the next scheduled run.
+:func:`counts_against_breaker` says which ended calls are failures.
 """
 
 from __future__ import annotations
@@ -11,7 +12,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from opslake.models.llm import CircuitState
+from opslake.llm.errors import LlmError, LlmQuotaError, LlmRequestError, LlmUnavailableError
+from opslake.models.llm import CircuitState, LlmState
+
+#: Refusals that mean the endpoint is unusable as configured (a wrong key or model), not a bad request.
+BREAKER_FAILURE_STATUSES = frozenset({401, 403, 404})
+
+
+def counts_against_breaker(error: LlmError) -> bool:
+    """Whether a call that ended with ``error`` is a failure for the breaker: the endpoint was
+    unavailable, the quota is spent, or the key or model is refused. A call the endpoint answered
+    (even with an invalid answer or a refused request) shows it is up."""
+    if isinstance(error, (LlmUnavailableError, LlmQuotaError)):
+        return True
+    return isinstance(error, LlmRequestError) and error.status in BREAKER_FAILURE_STATUSES
 
 
 class CircuitBreaker:
@@ -38,6 +52,25 @@ class CircuitBreaker:
         if self._state == "open" and self.opened_at is None:
             self.opened_at = clock()  # an open state without a time: wait a full cooldown from now
         self._trial_in_flight = False
+
+    @classmethod
+    def from_state(
+        cls,
+        saved: LlmState,
+        *,
+        failure_threshold: int,
+        cooldown_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> CircuitBreaker:
+        """The breaker as a previous run saved it."""
+        return cls(
+            failure_threshold=failure_threshold,
+            cooldown_s=cooldown_s,
+            clock=clock,
+            state=saved.circuit_breaker,
+            consecutive_failures=saved.consecutive_failures,
+            opened_at=saved.opened_at.timestamp() if saved.opened_at else None,
+        )
 
     @property
     def state(self) -> CircuitState:

@@ -44,6 +44,11 @@ class UsageLedger:
             counts[1] += bucket.tokens_out
         self._recent: deque[bool] = deque(recent_failed or [], maxlen=window)
 
+    @classmethod
+    def from_state(cls, saved: LlmState) -> UsageLedger:
+        """The ledger as a previous run saved it."""
+        return cls(buckets=saved.token_buckets, recent_failed=saved.recent_calls_failed)
+
     def add_tokens(self, now: datetime, tokens_in: int, tokens_out: int) -> None:
         if tokens_in <= 0 and tokens_out <= 0:
             return
