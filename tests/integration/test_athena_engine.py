@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import random
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -28,10 +27,12 @@ from typing import Any, cast
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from botocore.retries import standard as standard_retries
 from moto import mock_aws
 from moto.athena.models import AthenaBackend, QueryResults, athena_backends
 from moto.athena.responses import AthenaResponse
 from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.exceptions import JsonRESTError
 from moto.moto_api import state_manager
 
 from opslake.config import Settings
@@ -75,7 +76,6 @@ class Athena:
             "database": DATABASE,
             "sleep": self.time.sleep,
             "clock": self.time.clock,
-            "rng": random.Random(7),
             **overrides,
         }
         return AthenaEngine(self.client, **options)
@@ -122,14 +122,22 @@ class Athena:
         self.hook("after-call.athena.GetQueryExecution", after_get)
 
 
-def fail_calls(code: str, *, times: int, message: str = "Rate exceeded") -> Callable[..., None]:
-    """A before-call hook raising ``code`` for the first ``times`` calls; ``.calls`` counts them."""
+def fail_calls(
+    code: str, *, times: int, message: str = "Rate exceeded", retry_attempts: int = 0
+) -> Callable[..., None]:
+    """A before-call hook raising ``code`` for the first ``times`` calls; ``.calls`` counts them.
+
+    ``retry_attempts`` is what botocore reports when it raises the error after its own retries."""
     calls = {"n": 0}
 
     def hook(model: Any, **_: Any) -> None:
         calls["n"] += 1
         if calls["n"] <= times:
-            raise ClientError({"Error": {"Code": code, "Message": message}}, model.name)
+            error = {
+                "Error": {"Code": code, "Message": message},
+                "ResponseMetadata": {"RetryAttempts": retry_attempts},
+            }
+            raise ClientError(error, model.name)  # type: ignore[arg-type]
 
     hook.calls = calls  # type: ignore[attr-defined]
     return hook
@@ -405,32 +413,62 @@ def test_an_unknown_workgroup_is_refused_by_athena(athena: Athena) -> None:
 
 
 @pytest.mark.parametrize("operation", ["StartQueryExecution", "GetQueryExecution", "GetQueryResults"])
-def test_throttling_is_retried_then_succeeds(athena: Athena, operation: str) -> None:
+def test_throttling_left_after_botocores_retries_is_reported_at_once(athena: Athena, operation: str) -> None:
     athena.inject([("n", "integer")], [["1"], ["2"]])
-    throttle = fail_calls("TooManyRequestsException", times=2)
+    throttle = fail_calls("ThrottlingException", times=100, retry_attempts=2)
     athena.hook(f"before-call.athena.{operation}", throttle)
 
-    result = athena.engine(retry_base_s=0.5).run("SELECT n FROM ops")
-
-    assert result.rows == [(1,), (2,)]
-    assert throttle.calls["n"] == 3  # type: ignore[attr-defined]
-    assert len(athena.backend.executions) == 1  # throttled starts started nothing
-    backoffs = athena.time.sleeps[:2]
-    assert 0 <= backoffs[0] <= 0.5
-    assert 0 <= backoffs[1] <= 1.0
-
-
-def test_persistent_throttling_gives_up_with_a_clear_error(athena: Athena) -> None:
-    throttle = fail_calls("ThrottlingException", times=100)
-    athena.hook("before-call.athena.StartQueryExecution", throttle)
-
     with pytest.raises(QueryError, match="throttling") as caught:
-        athena.engine(max_attempts=5).run("SELECT 1")
+        athena.engine().run("SELECT n FROM ops")
 
-    assert type(caught.value) is QueryError
-    assert throttle.calls["n"] == 5  # type: ignore[attr-defined]
-    assert len(athena.time.sleeps) == 4
-    assert athena.backend.executions == {}
+    assert type(caught.value) is QueryError  # not QueryFailedError: the API answers 503 sql_throttled
+    assert "(ThrottlingException on " in caught.value.message and "3 attempts" in caught.value.message
+    assert throttle.calls["n"] == 1  # type: ignore[attr-defined]  # no retries on top of botocore's
+    assert athena.time.sleeps == []
+    assert len(athena.backend.executions) == (0 if operation == "StartQueryExecution" else 1)
+
+
+def athena_throttles_starts(monkeypatch: pytest.MonkeyPatch, times: int) -> dict[str, int]:
+    """Make moto answer the first ``times`` StartQueryExecution requests with Athena's throttling
+    error (HTTP 400 ThrottlingException), as the service does; the count is of every request."""
+    requests = {"n": 0}
+    start = AthenaResponse.start_query_execution
+
+    def throttled(self: AthenaResponse) -> Any:
+        requests["n"] += 1
+        if requests["n"] <= times:
+            raise JsonRESTError("ThrottlingException", "Rate exceeded")
+        return start(self)
+
+    monkeypatch.setattr(AthenaResponse, "start_query_execution", throttled)
+    return requests
+
+
+@pytest.mark.parametrize(("throttled", "attempts"), [(2, 3), (100, 3)])
+def test_the_factorys_client_has_standard_retries_that_absorb_throttling(
+    athena: Athena, monkeypatch: pytest.MonkeyPatch, throttled: int, attempts: int
+) -> None:
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)  # botocore's default: 3 attempts a call
+    monkeypatch.setattr(standard_retries.ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
+    athena.inject([("n", "integer")], [["5"]])
+    engine = create_engine(
+        Settings(query_engine="athena", athena_workgroup=WORKGROUP, glue_database=DATABASE)
+    )
+    assert isinstance(engine, AthenaEngine)
+    client = engine._client
+    assert client.meta.config.retries["mode"] == "standard"
+    requests = athena_throttles_starts(monkeypatch, throttled)
+
+    if throttled < attempts:
+        assert engine.run("SELECT 5").rows == [(5,)]
+    else:
+        with pytest.raises(
+            QueryError,
+            match=rf"throttling requests \(ThrottlingException on start_query_execution, {attempts} attempts\)",
+        ):
+            engine.run("SELECT 5")
+    assert requests["n"] == min(throttled + 1, attempts)  # every attempt is botocore's
+    assert len(athena.backend.executions) == (1 if throttled < attempts else 0)
 
 
 # -- the factory --------------------------------------------------------------------------------

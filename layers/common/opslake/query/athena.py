@@ -4,12 +4,15 @@ Runs in gateway Lambdas, so it needs only a boto3 client (no pyarrow): Athena's 
 converted to Python values by each column's type. Timestamps: the lake stores UTC, and Athena
 returns ``timestamp`` values without a zone, so they come back as *naive* datetimes that mean UTC;
 ``timestamp with time zone`` values come back as aware datetimes.
+
+Throttled and transient calls are retried by botocore itself (the client's standard retry mode, see
+:func:`opslake.runtime.boto_config`); a call that still fails after those retries is reported at once.
+Polling a running query for its state is not a retry: it is how the engine waits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 import re
 import time
 import uuid
@@ -31,7 +34,7 @@ from opslake.query.base import (
 
 #: States after which an execution never changes.
 TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-#: Error codes Athena uses when a caller exceeds its API rate: retried with backoff.
+#: Error codes Athena uses when a caller exceeds its API rate (botocore has retried them already).
 THROTTLING_CODES = frozenset({"TooManyRequestsException", "ThrottlingException"})
 #: The largest page GetQueryResults returns.
 PAGE_SIZE = 1000
@@ -44,6 +47,8 @@ class AthenaEngine(QueryEngine):
 
     The workgroup enforces the result location (and the bytes-scanned cutoff), so the engine sends
     none. ``sleep`` and ``clock`` are injectable so tests drive polling and timeouts without waiting.
+    ``client`` should be built with :func:`opslake.runtime.boto_config` (the factory does): its retries
+    are the only ones.
     """
 
     name = "athena"
@@ -58,9 +63,6 @@ class AthenaEngine(QueryEngine):
         poll_max_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
-        max_attempts: int = 5,
-        retry_base_s: float = 0.2,
-        rng: random.Random | None = None,
     ) -> None:
         self._client = client
         self._workgroup = workgroup
@@ -69,9 +71,6 @@ class AthenaEngine(QueryEngine):
         self._poll_max_s = poll_max_s
         self._sleep = sleep
         self._clock = clock
-        self._max_attempts = max(1, max_attempts)
-        self._retry_base_s = retry_base_s
-        self._rng = rng or random.Random()
 
     def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
         """Run ``sql`` to completion; raise QueryFailedError, QueryTimeoutError or QueryError."""
@@ -92,7 +91,7 @@ class AthenaEngine(QueryEngine):
     # -- the three phases -------------------------------------------------------------------
 
     def _start(self, sql: str) -> str:
-        """Start the query; the same ClientRequestToken on every retry keeps the start idempotent."""
+        """Start the query; the same ClientRequestToken on botocore's retries keeps the start idempotent."""
         response = self._call(
             "start_query_execution",
             QueryString=sql,
@@ -156,33 +155,23 @@ class AthenaEngine(QueryEngine):
     # -- AWS calls --------------------------------------------------------------------------
 
     def _call(self, operation: str, *, query_id: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        """Call an Athena operation, retrying throttling with exponential backoff and full jitter."""
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                response: dict[str, Any] = getattr(self._client, operation)(**kwargs)
-                return response
-            except ClientError as exc:
-                code = exc.response.get("Error", {}).get("Code", "")
-                if code not in THROTTLING_CODES:
-                    raise QueryFailedError(
-                        _client_error_message(exc), state="FAILED", query_id=query_id
-                    ) from exc
-                if attempt == self._max_attempts:
-                    raise QueryError(
-                        f"Athena is throttling requests ({code} on {operation}, {attempt} attempts); "
-                        "too many queries are running: retry in a few seconds",
-                        query_id=query_id,
-                    ) from exc
-                self._sleep(self._backoff(attempt))
-            except BotoCoreError as exc:
+        """Call an Athena operation once (botocore retries throttling and transient errors inside it)
+        and turn what it raises into the engine's errors."""
+        try:
+            response: dict[str, Any] = getattr(self._client, operation)(**kwargs)
+            return response
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in THROTTLING_CODES:
+                attempts = int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)) + 1
                 raise QueryError(
-                    f"Athena could not be reached ({operation}): {exc}", query_id=query_id
+                    f"Athena is throttling requests ({code} on {operation}, {attempts} attempts); "
+                    "too many queries are running: retry in a few seconds",
+                    query_id=query_id,
                 ) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _backoff(self, attempt: int) -> float:
-        """Full jitter: a random wait up to base·2^(attempt-1), so throttled callers spread out."""
-        return self._rng.uniform(0, self._retry_base_s * 2 ** (attempt - 1))
+            raise QueryFailedError(_client_error_message(exc), state="FAILED", query_id=query_id) from exc
+        except BotoCoreError as exc:
+            raise QueryError(f"Athena could not be reached ({operation}): {exc}", query_id=query_id) from exc
 
     def _stop(self, query_id: str) -> None:
         """Cancel a query we stopped waiting for (best effort: the timeout is reported either way)."""

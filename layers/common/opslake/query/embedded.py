@@ -144,9 +144,12 @@ class EmbeddedEngine(QueryEngine):
         """An engine for the process's AWS configuration (honours ``AWS_ENDPOINT_URL``, as boto3 does)."""
         import boto3
 
+        from opslake.runtime import boto_config
+
         session = boto3.session.Session()
-        glue = glue_client or session.client("glue")
-        endpoint = session.client("s3").meta.endpoint_url  # boto3 resolves AWS_ENDPOINT_URL[_S3]
+        glue = glue_client or session.client("glue", config=boto_config())
+        # boto3 resolves AWS_ENDPOINT_URL[_S3]
+        endpoint = session.client("s3", config=boto_config()).meta.endpoint_url
         credentials = session.get_credentials()
         frozen = credentials.get_frozen_credentials() if credentials is not None else None
         options: dict[str, Any] = {"region": session.region_name or "us-east-1"}

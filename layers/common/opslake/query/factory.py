@@ -19,9 +19,9 @@ def create_engine(settings: Settings, *, athena_client: Any = None, glue_client:
     if settings.query_engine == "athena":
         settings.require("athena_workgroup")
         if athena_client is None:
-            import boto3
+            from opslake import runtime
 
-            athena_client = boto3.client("athena")
+            athena_client = runtime.new_client("athena")
         return AthenaEngine(
             athena_client, workgroup=settings.athena_workgroup, database=settings.glue_database
         )
