@@ -8,7 +8,7 @@ so the command is idempotent. Works on a boto3 S3 client or on any pyarrow files
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,16 +49,21 @@ def load_dataset(
     workers: int = DEFAULT_WORKERS,
     tables: Sequence[str] | None = None,
     prefix: str = DATASETS_PREFIX,
+    on_step: Callable[[str], None] | None = None,
 ) -> list[LoadedTable]:
     """Write the dataset's tables (all, or ``tables``) to ``bucket`` through ``target``: a boto3
-    S3 client or a pyarrow filesystem (whose paths are ``<bucket>/<key>``)."""
+    S3 client or a pyarrow filesystem (whose paths are ``<bucket>/<key>``). ``on_step`` hears of
+    each step as it starts (generating, then one per table), for a progress display."""
     wanted = list(tables or TABLES)
     unknown = [t for t in wanted if t not in TABLES]
     if unknown:
         raise ValueError(f"unknown dataset table(s) {unknown}; the staffing dataset has {list(TABLES)}")
+    step = on_step or (lambda _what: None)
+    step(f"generating {workers:,} workers")
     data = generate(seed, workers)
     loaded = []
     for name in wanted:
+        step(f"writing {name}")
         body = _parquet(to_arrow(name, data[name]))
         key = dataset_key(name, prefix)
         if isinstance(target, pafs.FileSystem):

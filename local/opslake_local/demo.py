@@ -27,8 +27,9 @@ import httpx
 
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
+from opslake_local.console import progress, text_table
 from opslake_local.http import LocalApi
-from opslake_local.loop import LOOP_ENV, CycleRow, LoopResult, run_loop
+from opslake_local.loop import LOOP_ENV, LOOP_STEPS, CycleRow, LoopResult, run_loop
 from opslake_local.queries import load_queries, queries_dir, render
 from opslake_local.report import build_report, write_report
 from opslake_local.stack import QUIET_ENV, ApiKey, LocalStack
@@ -52,20 +53,6 @@ _FAILURES = (
 
 def _print(title: str) -> None:
     print(f"\n== {title} " + "=" * max(0, 70 - len(title)))
-
-
-def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
-    """A plain-text table: left-aligned text, right-aligned numbers."""
-    cells = [[str(c) for c in header], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    numeric = [all(isinstance(row[i], int | float) for row in rows) for i in range(len(header))]
-
-    def line(row: Sequence[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if n else c.ljust(w) for c, w, n in zip(row, widths, numeric, strict=True)
-        ).rstrip()
-
-    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
 
 
 # ---- sample traffic -----------------------------------------------------------------------------
@@ -177,7 +164,11 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
     # Powertools warns when an invocation added no metric; in Lambda that line goes to the log.
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     parameters, llm = llm_parameters()
-    with LocalStack(env_overrides={**QUIET_ENV, **LOOP_ENV}, parameters=parameters) as stack:
+    # On a terminal a progress bar under the output names the step that runs; elsewhere, nothing.
+    with (
+        progress("demo", _DEMO_STEPS + cycles * LOOP_STEPS, first="starting the local stack") as step,
+        LocalStack(env_overrides={**QUIET_ENV, **LOOP_ENV}, parameters=parameters) as stack,
+    ):
         invoker = stack.invoker()
         api = LocalApi(stack, invoker)
         base_url = api.start()
@@ -192,14 +183,24 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
                 _print("what the API refuses")
                 show_refusals(client, key)
             _print(f"{cycles} cycles: {agents} agents with playbooks, {agents} without, same seed")
-            print(table([], CYCLE_HEADER))
+            print(text_table(CYCLE_HEADER, []))
             result = run_loop(
-                stack, invoker, base_url, cycles=cycles, agents=agents, seed=seed, on_cycle=print_cycle
+                stack,
+                invoker,
+                base_url,
+                cycles=cycles,
+                agents=agents,
+                seed=seed,
+                on_cycle=print_cycle,
+                on_step=step,
             )
             show_effect(result)
+            step("reading signatures and playbook entries")
             show_signatures_and_entries(stack)
+            step("copying the lake")
             objects = lake_objects(stack)
             export_lake(objects, out_dir / "lake")
+            step("writing the report")
             report = write_report(
                 out_dir / "report.html",
                 build_report(
@@ -209,6 +210,7 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
                 ),
             )
             print(f"report: {report}  (open it in a browser; it needs no network)")
+            step("running an analyst query")
             show_analyst_queries(stack, ("top_error_types",))
         finally:
             api.stop()
@@ -216,15 +218,18 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
     return result
 
 
+_DEMO_STEPS = 5  # run()'s own steps besides the loop's: stack, signatures, lake, report, query
+
+
 CYCLE_HEADER = ("cycle", "ops", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "followed")
 
 
 def print_cycle(row: CycleRow) -> None:
     s = row.summary()
-    line = table(
+    line = text_table(
+        CYCLE_HEADER,
         [(s["cycle"], s["ops_written"], f"{s['failure_rate_with']:.1%}", f"{s['failure_rate_without']:.1%}",
           s["new_signatures"], s["diagnoses"], s["active_entries"], s["entries_followed"])],
-        CYCLE_HEADER,
     )  # fmt: skip
     print(line.splitlines()[-1])
 
@@ -244,13 +249,13 @@ def show_signatures_and_entries(stack: LocalStack) -> None:
     rows = engine.run(
         "SELECT count, agent_count, substr(template, 1, 90) AS template FROM signatures ORDER BY count DESC LIMIT 8"
     ).rows
-    print(table(rows, ["failures", "agents", "template"]))
+    print(text_table(["failures", "agents", "template"], rows))
     _print("playbook entries (table playbooks)")
     rows = engine.run(
         "SELECT kind, status, round(confidence, 2) AS confidence, evidence_agent_count, substr(action, 1, 80) AS action "
         "FROM playbooks ORDER BY status, confidence DESC LIMIT 10"
     ).rows
-    print(table(rows, ["kind", "status", "confidence", "agents", "action"]))
+    print(text_table(["kind", "status", "confidence", "agents", "action"], rows))
 
 
 def llm_parameters() -> tuple[dict[str, str], str | None]:

@@ -25,6 +25,7 @@ CONSOLIDATOR = "ConsolidatorFunction"
 # The demo's loop runs in seconds, not hours: no settle delay, and a container re-reads the
 # playbook snapshot at once. Everything else is the deployed configuration.
 LOOP_ENV = {"OPSLAKE_ANALYZER_SETTLE_S": "0", "OPSLAKE_SNAPSHOT_CACHE_S": "0"}
+LOOP_STEPS = 5  # steps of one cycle that ``on_step`` hears of: two fleets, writer, analyzer, consolidator
 
 
 @dataclass
@@ -115,9 +116,13 @@ def run_loop(
     tasks_per_agent: int = 3,
     seed: int = 7,
     on_cycle: Callable[[CycleRow], None] | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> LoopResult:
-    """Run ``cycles`` cycles of simulate → write → analyze → consolidate for both fleets."""
+    """Run ``cycles`` cycles of simulate → write → analyze → consolidate for both fleets.
+    ``on_cycle`` gets each finished cycle; ``on_step`` the name of each step as it starts
+    (:data:`LOOP_STEPS` a cycle), for a progress display."""
     drainer = Drainer(stack, invoker)
+    step = on_step or (lambda _what: None)
     result = LoopResult()
     with (
         Simulator.for_stack(stack, base_url, agents=agents, seed=seed, prefix="pb-on") as with_playbooks,
@@ -126,11 +131,16 @@ def run_loop(
         ) as without_playbooks,
     ):
         for cycle in range(1, cycles + 1):
+            step(f"cycle {cycle}/{cycles}, agents with playbooks")
             a = with_playbooks.run_cycle(tasks_per_agent)
+            step(f"cycle {cycle}/{cycles}, agents without playbooks")
             b = without_playbooks.run_cycle(tasks_per_agent)
+            step(f"cycle {cycle}/{cycles}, writer")
             written = drainer.drain().written
+            step(f"cycle {cycle}/{cycles}, analyzer")
             analyzer = invoker.invoke(ANALYZER, scheduled_event(stack, ANALYZER))
             written += drainer.drain().written  # the model's calls, when one is configured
+            step(f"cycle {cycle}/{cycles}, consolidator")
             consolidator = invoker.invoke(CONSOLIDATOR, scheduled_event(stack, CONSOLIDATOR))
             row = CycleRow(cycle, a, b, written, dict(analyzer), dict(consolidator))
             result.rows.append(row)

@@ -14,7 +14,6 @@ import io
 import json
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from opslake.query.base import QueryResult
+from opslake_local.console import text_table
 
 QUERIES_DIR = "queries"
 FORMATS = ("table", "json", "csv")
@@ -115,8 +115,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _cell(value: Any) -> str:
-    """How a value reads in a plain-text table."""
+def cell_text(value: Any) -> str:
+    """How a value reads in a text table (:func:`opslake_local.console.text_table`)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -138,34 +138,12 @@ def _cell(value: Any) -> str:
     return str(_plain(value))
 
 
-def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain-text table: left-aligned text, right-aligned numbers, a dashed rule under the header."""
-    cells = [[str(h) for h in header], *[[_cell(v) for v in row] for row in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    numeric = [
-        bool(rows)
-        and all(
-            isinstance(row[i], int | float | Decimal) and not isinstance(row[i], bool)
-            for row in rows
-            if row[i] is not None
-        )
-        for i in range(len(header))
-    ]
-
-    def line(row: Sequence[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if n else c.ljust(w) for c, w, n in zip(row, widths, numeric, strict=True)
-        ).rstrip()
-
-    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
-
-
 def render(result: QueryResult, fmt: str = "table") -> str:
     """A query result as a text table, JSON (a list of objects) or CSV with a header row."""
     names = [c.name for c in result.columns]
     if fmt == "table":
         footer = f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''}, {result.engine})"
-        return text_table(names, result.rows) + "\n" + footer
+        return text_table(names, result.rows, cell=cell_text) + "\n" + footer
     if fmt == "json":
         records = [{n: _plain(v) for n, v in zip(names, row, strict=True)} for row in result.rows]
         return json.dumps(records, indent=2, default=str)
