@@ -19,10 +19,12 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from opslake_local.schedule import schedules
 from opslake_local.template import FunctionSpec, Template
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -177,6 +179,18 @@ def _discard_unpublished_metrics() -> None:
 
     if is_metrics_disabled():
         observability.metrics.clear_metrics()
+
+
+def default_event(template: Template, logical_id: str, at: datetime | None = None) -> dict[str, Any]:
+    """The event a function gets when none is given, after ``sam local invoke``'s habit: a
+    scheduled function gets what its (first) schedule sends at ``at`` (default: now), an
+    EventBridge "Scheduled Event" with the rule's ARN and the time filled in; any other function
+    (an API route, a queue consumer) gets ``{}``."""
+    for schedule in schedules(template):
+        if schedule.function == logical_id:
+            when = at or datetime.now(UTC)
+            return schedule.event(when, region=template.region, account_id=template.account_id)
+    return {}
 
 
 def invoke(template: Template, function_logical_id: str, event: Mapping[str, Any]) -> Any:

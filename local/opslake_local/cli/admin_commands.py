@@ -1,0 +1,220 @@
+"""Commands that manage a stack's contents: ``keys`` (API keys of the usage plan), ``playbooks``
+(the consolidator's entries) and ``dataset load`` (the staffing sample tables), on the local stack
+or, with ``--aws``, on the deployed one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from opslake_local.cli.target import (
+    CliError,
+    Commands,
+    aws_client,
+    aws_options,
+    local_client,
+    require_stack,
+    stack_output,
+)
+
+
+# ---- keys ---------------------------------------------------------------------------------------
+def _keys_target(args: argparse.Namespace) -> tuple[Any, str, str]:
+    """(API Gateway client, usage plan id, where) for the local stack or, with --aws, AWS."""
+    if args.aws:
+        plan = stack_output(args, "ApiUsagePlanId")
+        return aws_client("apigateway", args.region), plan, f"stack {args.stack_name}"
+    state = require_stack(args)
+    local_plan = state.get("usage_plan_id")
+    if not local_plan:
+        raise CliError("the running local stack recorded no usage plan; restart `opslake local up`")
+    return local_client(state, "apigateway"), str(local_plan), f"local stack {state['moto_endpoint']}"
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    """Create an API key (its name becomes reporter_id) in the usage plan; print its value once."""
+    from opslake_local.stack import create_plan_key
+
+    client, plan, where = _keys_target(args)
+    key = create_plan_key(client, plan, args.name)
+    print(f"created API key {key.name!r} (id {key.id}) in usage plan {plan} of the {where}")
+    print(f"x-api-key: {key.value}")
+    print("(the value is shown only this once: store it now)")
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    """The usage plan's keys (never their values)."""
+    from opslake_local.console import text_table
+    from opslake_local.queries import cell_text
+    from opslake_local.stack import plan_keys
+
+    client, plan, _where = _keys_target(args)
+    keys = plan_keys(client, plan)
+    if args.format == "json":
+        print(json.dumps(keys, indent=2, default=str))
+    else:
+        rows = [(k["name"], k["id"], "yes" if k["enabled"] else "no", k["created"]) for k in keys]
+        print(text_table(["name", "id", "enabled", "created"], rows, cell=cell_text))
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    """Delete the usage plan's keys with this name: requests with them get 403 from then on."""
+    from opslake_local.stack import revoke_plan_keys
+
+    client, plan, _where = _keys_target(args)
+    revoked = revoke_plan_keys(client, plan, args.name)
+    if not revoked:
+        raise CliError(f"no API key named {args.name!r} in usage plan {plan}")
+    print(f"revoked {len(revoked)} API key(s) named {args.name!r}: {', '.join(revoked)}")
+    return 0
+
+
+def add_keys(commands: Commands) -> None:
+    keys = commands.add_parser(
+        "keys", help="API keys of the usage plan (local stack, or --aws)"
+    ).add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser(
+        "create", help="create a key (its name becomes reporter_id); prints the value once"
+    )
+    create.add_argument("name")
+    aws_options(create, "usage plan")
+    create.set_defaults(func=cmd_keys_create)
+    key_list = keys.add_parser("list", help="the usage plan's keys (without values)")
+    key_list.add_argument("--format", choices=("table", "json"), default="table")
+    aws_options(key_list, "usage plan")
+    key_list.set_defaults(func=cmd_keys_list)
+    revoke = keys.add_parser("revoke", help="delete the keys with this name (403 from then on)")
+    revoke.add_argument("name")
+    aws_options(revoke, "usage plan")
+    revoke.set_defaults(func=cmd_keys_revoke)
+
+
+# ---- playbooks ----------------------------------------------------------------------------------
+def _playbooks_target(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """(settings, S3 client, where) of the local stack's lake, or the deployed one with --aws."""
+    from opslake.config import Settings
+
+    if args.aws:
+        bucket = stack_output(args, "LakeBucketName")
+        return Settings(lake_bucket=bucket), aws_client("s3", args.region), f"stack {args.stack_name}"
+    state = require_stack(args)
+    return Settings(lake_bucket=str(state["bucket"])), local_client(state, "s3"), "local stack"
+
+
+def _consolidator_state(settings: Any, s3: Any) -> Any:
+    from opslake.jobs.lease import StateStore
+
+    return StateStore(
+        s3, settings.lake_bucket, settings.consolidator_state_key, lease_s=settings.consolidator_lease_s
+    )
+
+
+def cmd_playbooks_list(args: argparse.Namespace) -> int:
+    """Every playbook entry the consolidator keeps (proposed, active, retired), newest first."""
+    from opslake.jobs.consolidator import read_entries
+    from opslake_local.console import text_table
+    from opslake_local.queries import cell_text
+
+    settings, s3, _where = _playbooks_target(args)
+    entries = [e for e in read_entries(_consolidator_state(settings, s3)) if args.status in (None, e.status)]
+    entries.sort(key=lambda e: e.created_at, reverse=True)
+    if args.format == "json":
+        print(
+            json.dumps([e.model_dump(mode="json", exclude={"evidence_excerpts"}) for e in entries], indent=2)
+        )
+        return 0
+    rows = [
+        (
+            e.entry_id,
+            e.status,
+            e.kind,
+            f"{e.confidence:.2f}",
+            e.evidence_agent_count,
+            e.endpoint or "-",
+            e.action[:70],
+        )
+        for e in entries
+    ]
+    header = ["entry_id", "status", "kind", "confidence", "agents", "endpoint", "action"]
+    print(text_table(header, rows, cell=cell_text))
+    return 0
+
+
+def cmd_playbooks_approve(args: argparse.Namespace) -> int:
+    """Publish a proposed entry (approval mode): it reaches agents with the next GET /playbooks."""
+    from opslake.analysis.playbooks import EntryNotFoundError
+    from opslake.jobs.consolidator import approve_entry
+    from opslake.jobs.lease import LeaseLostError
+    from opslake.lake.store import S3ObjectStore
+
+    settings, s3, where = _playbooks_target(args)
+    try:
+        entry = approve_entry(
+            settings,
+            S3ObjectStore(s3, settings.lake_bucket),
+            _consolidator_state(settings, s3),
+            args.entry_id,
+            now=datetime.now(UTC),
+        )
+    except EntryNotFoundError as exc:
+        raise CliError(f"no playbook entry {args.entry_id!r} (see `opslake playbooks list`)", 2) from exc
+    except (ValueError, LeaseLostError) as exc:
+        raise CliError(str(exc)) from exc
+    print(f"approved {entry.entry_id} in the {where}: {entry.kind} - {entry.trigger} -> {entry.action}")
+    return 0
+
+
+def add_playbooks(commands: Commands) -> None:
+    playbooks = commands.add_parser(
+        "playbooks", help="playbook entries (local stack, or --aws)"
+    ).add_subparsers(dest="playbooks_command", required=True)
+    playbook_list = playbooks.add_parser("list", help="every entry the consolidator keeps, newest first")
+    playbook_list.add_argument("--status", choices=("proposed", "active", "retired"), default=None)
+    playbook_list.add_argument("--format", choices=("table", "json"), default="table")
+    aws_options(playbook_list, "usage plan")
+    playbook_list.set_defaults(func=cmd_playbooks_list)
+    approve = playbooks.add_parser("approve", help="publish a proposed entry (approval mode)")
+    approve.add_argument("entry_id")
+    aws_options(approve, "usage plan")
+    approve.set_defaults(func=cmd_playbooks_approve)
+
+
+# ---- dataset ------------------------------------------------------------------------------------
+def cmd_dataset_load(args: argparse.Namespace) -> int:
+    """Write the staffing sample dataset (workers, placements) as Parquet to the stack's lake bucket."""
+    from opslake_local.console import progress
+    from opslake_local.dataset import TABLES, load_dataset
+
+    if args.aws:
+        bucket = stack_output(args, "LakeBucketName")
+        client, where = aws_client("s3", args.region), f"stack {args.stack_name}"
+    else:
+        state = require_stack(args)
+        bucket, where = str(state["bucket"]), f"local stack {state['moto_endpoint']}"
+        client = local_client(state, "s3")
+    try:
+        with progress("dataset", 1 + len(TABLES)) as step:
+            loaded = load_dataset(client, bucket, seed=args.seed, workers=args.workers, on_step=step)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
+    for table in loaded:
+        print(f"{table.table}: {table.rows} rows -> s3://{bucket}/{table.key} ({table.bytes} bytes)")
+    print(f"loaded the staffing dataset (seed {args.seed}) into the {where}")
+    return 0
+
+
+def add_dataset(commands: Commands) -> None:
+    dataset = commands.add_parser("dataset", help="the staffing sample dataset").add_subparsers(
+        dest="dataset_command", required=True
+    )
+    dataset_load = dataset.add_parser(
+        "load", help="write workers and placements as Parquet to the lake bucket (local stack, or --aws)"
+    )
+    dataset_load.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
+    dataset_load.add_argument("--workers", type=int, default=3000, help="how many workers (default 3000)")
+    aws_options(dataset_load, "bucket")
+    dataset_load.set_defaults(func=cmd_dataset_load)
