@@ -5,11 +5,11 @@ from __future__ import annotations
 from opslake import runtime
 from opslake.config import get_settings
 from opslake.ingest.observe import summarize
-from opslake.insights.stats import InsightsConfig
+from opslake.query.api import ApiQueryConfig
 from opslake.tools.app import create_tool_app, query_engine
 from opslake.tools.datasets import get_worker
 
-config = InsightsConfig.from_settings(get_settings())
+config = ApiQueryConfig.from_settings(get_settings())
 app = create_tool_app()
 
 

@@ -7,11 +7,12 @@ from aws_lambda_powertools.event_handler import Response
 from opslake import runtime
 from opslake.config import get_settings
 from opslake.http.responses import create_resolver, json_response
-from opslake.insights.stats import InsightsConfig, get_profile
+from opslake.insights.stats import get_profile
 from opslake.observability import MetricUnit, metrics
+from opslake.query.api import ApiQueryConfig
 
 settings = get_settings()
-config = InsightsConfig.from_settings(settings)
+config = ApiQueryConfig.from_settings(settings)
 app = create_resolver()
 
 

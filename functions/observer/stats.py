@@ -7,13 +7,13 @@ from aws_lambda_powertools.event_handler import Response
 from opslake import runtime
 from opslake.config import get_settings
 from opslake.http.responses import create_resolver, json_response
-from opslake.insights.stats import InsightsConfig, TtlCache, get_stats
-from opslake.models.insights import StatsAnswer
+from opslake.insights.stats import get_stats, stats_cache
 from opslake.observability import MetricUnit, metrics
+from opslake.query.api import ApiQueryConfig
 
 settings = get_settings()
-config = InsightsConfig.from_settings(settings)
-cache: TtlCache[int, StatsAnswer] = TtlCache()
+config = ApiQueryConfig.from_settings(settings)
+cache = stats_cache()
 app = create_resolver()
 
 

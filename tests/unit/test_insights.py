@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from cachetools import TTLCache
 
 from opslake.errors import (
     BadRequestError,
@@ -15,20 +16,17 @@ from opslake.errors import (
     QueryUnavailableError,
 )
 from opslake.insights.stats import (
-    InsightsConfig,
-    TtlCache,
     get_profile,
     get_stats,
-    make_window,
     parse_hours,
     profile_sql,
-    sql_string,
     stats_from_result,
     stats_sql,
     validate_agent_id,
-    window_predicate,
 )
 from opslake.models.insights import MAX_ENDPOINTS, StatsAnswer
+from opslake.models.window import Window
+from opslake.query.api import ApiQueryConfig
 from opslake.query.base import (
     Column,
     QueryError,
@@ -37,10 +35,11 @@ from opslake.query.base import (
     QueryTimeoutError,
     UnsupportedSqlError,
 )
+from opslake.query.sql import sql_string, window_predicate
 
 from ..fakes import FakeEngine
 
-CONFIG = InsightsConfig(database="opslake_test", table="ops", timeout_s=20, retry_after_s=7)
+CONFIG = ApiQueryConfig(database="opslake_test", table="ops", timeout_s=20, retry_after_s=7)
 NOW = datetime(2026, 11, 21, 1, 30, 12, 345678, tzinfo=UTC)
 
 STATS_COLUMNS = ["kind", "source", "endpoint", "ops", "failures", "p95_duration_ms"]
@@ -89,66 +88,74 @@ def test_sql_string_doubles_single_quotes() -> None:
 
 def test_config_refuses_table_names_that_are_not_plain_identifiers() -> None:
     with pytest.raises(ConfigurationError, match="OPSLAKE_GLUE_DATABASE"):
-        InsightsConfig(database='x"; DROP')
+        ApiQueryConfig(database='x"; DROP')
     with pytest.raises(ConfigurationError, match="OPSLAKE_OPS_TABLE"):
-        InsightsConfig(database="db", table="ops-1")
+        ApiQueryConfig(database="db", table="ops-1")
 
 
 # ---- the window and its partition predicates ---------------------------------------------------
-def test_window_is_utc_and_truncated_to_ms() -> None:
-    window = make_window(NOW, 24)
-    assert window.end == datetime(2026, 11, 21, 1, 30, 12, 345000, tzinfo=UTC)
+def test_window_is_utc_to_the_ms_and_holds_now() -> None:
+    window = Window.last_hours(NOW, 24)
+    assert window.end == datetime(2026, 11, 21, 1, 30, 12, 346000, tzinfo=UTC)
     assert window.start == window.end - timedelta(hours=24)
     assert window.hours == 24
 
 
 def test_naive_now_is_taken_as_utc() -> None:
-    assert make_window(NOW.replace(tzinfo=None), 1).end.tzinfo is UTC
+    assert Window.last_hours(NOW.replace(tzinfo=None), 1).end.tzinfo is UTC
 
 
 def test_window_crossing_midnight_prunes_on_both_days() -> None:
-    predicate = window_predicate(make_window(NOW, 2))  # 2026-11-20 23:30 → 2026-11-21 01:30
+    predicate = window_predicate(Window.last_hours(NOW, 2))  # 2026-11-20 23:30 → 2026-11-21 01:30
     assert predicate == (
-        "dt >= '2026-11-20' AND dt <= '2026-11-21' AND (dt > '2026-11-20' OR hour >= '23') "
-        "AND ingested_at >= TIMESTAMP '2026-11-20 23:30:12.345'"
+        "((dt = '2026-11-20' AND hour IN ('23')) OR (dt = '2026-11-21' AND hour IN ('00', '01'))) "
+        "AND ingested_at >= TIMESTAMP '2026-11-20 23:30:12.346' "
+        "AND ingested_at < TIMESTAMP '2026-11-21 01:30:12.346'"
     )
 
 
 def test_window_within_one_day() -> None:
-    predicate = window_predicate(make_window(datetime(2026, 11, 21, 18, 5, tzinfo=UTC), 3))
-    assert "dt >= '2026-11-21' AND dt <= '2026-11-21'" in predicate
-    assert "hour >= '15'" in predicate
+    window = Window.last_hours(datetime(2026, 11, 21, 18, 5, tzinfo=UTC), 3)
+    assert window.partitions() == [("2026-11-21", h) for h in ("15", "16", "17", "18")]
+    assert window_predicate(window).startswith("((dt = '2026-11-21' AND hour IN ('15', '16', '17', '18')))")
 
 
 def test_longest_window_spans_eight_days() -> None:
-    predicate = window_predicate(make_window(NOW, 168))
-    assert "dt >= '2026-11-14' AND dt <= '2026-11-21'" in predicate
-    assert "hour >= '01'" in predicate
+    window = Window.last_hours(NOW, 168)
+    days = sorted({dt for dt, _ in window.partitions()})
+    assert days == [f"2026-11-{d}" for d in range(14, 22)]
+    predicate = window_predicate(window)
+    # whole days are pruned by dt alone; the two edge days name their hours
+    assert "(dt = '2026-11-14' AND hour IN ('01', " in predicate
+    assert " OR dt = '2026-11-15' OR " in predicate
+    assert "(dt = '2026-11-21' AND hour IN ('00', '01'))" in predicate
 
 
 def test_window_crossing_a_year_boundary() -> None:
-    predicate = window_predicate(make_window(datetime(2027, 1, 1, 0, 10, tzinfo=UTC), 1))
-    assert "dt >= '2026-12-31' AND dt <= '2027-01-01' AND (dt > '2026-12-31' OR hour >= '23')" in predicate
+    predicate = window_predicate(Window.last_hours(datetime(2027, 1, 1, 0, 10, tzinfo=UTC), 1))
+    assert predicate.startswith(
+        "((dt = '2026-12-31' AND hour IN ('23')) OR (dt = '2027-01-01' AND hour IN ('00')))"
+    )
 
 
 def test_stats_sql_prunes_partitions_and_groups_once() -> None:
-    sql = stats_sql(CONFIG, make_window(NOW, 24))
+    sql = stats_sql(CONFIG, Window.last_hours(NOW, 24))
     assert 'FROM "opslake_test"."ops"' in sql
-    assert window_predicate(make_window(NOW, 24)) in sql
+    assert window_predicate(Window.last_hours(NOW, 24)) in sql
     assert "GROUPING SETS ((), (source), (endpoint))" in sql
     assert sql.count("FROM") == 1
 
 
 def test_profile_sql_escapes_the_agent_id_and_prunes_partitions() -> None:
-    sql = profile_sql(CONFIG, make_window(NOW, 168), "o'brien")
+    sql = profile_sql(CONFIG, Window.last_hours(NOW, 168), "o'brien")
     assert "agent_id = 'o''brien'" in sql
-    assert window_predicate(make_window(NOW, 168)) in sql
+    assert window_predicate(Window.last_hours(NOW, 168)) in sql
     assert sql.count('"opslake_test"."ops"') == 1  # one scan definition, shared by the three parts
 
 
 def test_profile_sql_refuses_an_invalid_agent_id() -> None:
     with pytest.raises(BadRequestError):
-        profile_sql(CONFIG, make_window(NOW, 1), " x")
+        profile_sql(CONFIG, Window.last_hours(NOW, 1), " x")
 
 
 # ---- /stats ------------------------------------------------------------------------------------
@@ -177,7 +184,7 @@ def test_stats_answer_shaped_from_rows() -> None:
     assert answer.cached is False
     assert answer.engine == "fake"
     assert engine.timeouts == [20]
-    assert "hour >= '19'" in engine.sql[0]
+    assert "(dt = '2026-11-20' AND hour IN ('19', '20', '21', '22', '23'))" in engine.sql[0]
 
 
 def test_stats_of_an_empty_window_are_zeros() -> None:
@@ -192,7 +199,7 @@ def test_stats_keeps_the_busiest_endpoints_and_counts_the_rest() -> None:
     rows = [("total", None, None, 10_000, 0, 1.0)] + [
         ("endpoint", None, f"tool:t{i:03d}", i + 1, 0, 1.0) for i in range(MAX_ENDPOINTS + 20)
     ]
-    answer = stats_from_result(result(STATS_COLUMNS, rows), make_window(NOW, 1), generated_at=NOW)
+    answer = stats_from_result(result(STATS_COLUMNS, rows), Window.last_hours(NOW, 1), generated_at=NOW)
     assert len(answer.by_endpoint) == MAX_ENDPOINTS
     assert answer.endpoints_omitted == 20
     assert answer.by_endpoint[0].name == f"tool:t{MAX_ENDPOINTS + 19:03d}"
@@ -215,7 +222,7 @@ class FakeClock:
 
 def test_stats_are_cached_per_window_for_the_ttl() -> None:
     clock = FakeClock()
-    cache: TtlCache[int, StatsAnswer] = TtlCache(30, clock=clock)
+    cache: TTLCache[int, StatsAnswer] = TTLCache(maxsize=32, ttl=30, timer=clock)
     engine = FakeEngine(*(result(STATS_COLUMNS, STATS_ROWS) for _ in range(3)))
 
     first = get_stats(engine, config=CONFIG, hours="24", cache=cache, now=NOW)
@@ -235,15 +242,15 @@ def test_stats_are_cached_per_window_for_the_ttl() -> None:
 
 
 def test_cache_evicts_the_oldest_entry_beyond_its_size() -> None:
-    cache: TtlCache[int, str] = TtlCache(30, max_entries=2, clock=FakeClock())
-    cache.put(1, "a")
-    cache.put(2, "b")
-    cache.put(3, "c")
+    cache: TTLCache[int, str] = TTLCache(maxsize=2, ttl=30, timer=FakeClock())
+    cache[1] = "a"
+    cache[2] = "b"
+    cache[3] = "c"
     assert (cache.get(1), cache.get(2), cache.get(3)) == (None, "b", "c")
 
 
 def test_failed_queries_are_not_cached() -> None:
-    cache: TtlCache[int, StatsAnswer] = TtlCache(30, clock=FakeClock())
+    cache: TTLCache[int, StatsAnswer] = TTLCache(maxsize=32, ttl=30, timer=FakeClock())
     engine = FakeEngine(QueryTimeoutError("slow"), result(STATS_COLUMNS, STATS_ROWS))
     with pytest.raises(QueryUnavailableError):
         get_stats(engine, config=CONFIG, hours="24", cache=cache, now=NOW)
@@ -356,7 +363,7 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
             at.strftime("%Y-%m-%d"), at.strftime("%H"),
         ))  # fmt: skip
     con.executemany("INSERT INTO opslake_test.ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    window = make_window(NOW, 2)
+    window = Window.last_hours(NOW, 2)
     inside = [r for r in rows if r[2] >= window.start]
 
     def run(sql: str) -> QueryResult:
@@ -371,7 +378,7 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
         s: sum(1 for r in inside if r[4] == s) for s in ("event", "gateway")
     }
 
-    engine = FakeEngine(run(profile_sql(CONFIG, make_window(NOW, 2), "o'brien")))
+    engine = FakeEngine(run(profile_sql(CONFIG, Window.last_hours(NOW, 2), "o'brien")))
     profile = get_profile(engine, config=CONFIG, agent_id="o'brien", hours="2", now=NOW)
     mine = [r for r in inside if r[5] == "o'brien"]
     assert profile.ops == len(mine)

@@ -6,15 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from opslake.jobs.trigger import (
-    Backfill,
-    JobInputError,
-    Window,
-    parse_trigger,
-    partitions_predicate,
-    scheduled_window,
-    window_predicate,
-)
+from opslake.jobs.trigger import Backfill, JobInputError, parse_trigger, scheduled_window
+from opslake.models.window import Window
+from opslake.query.sql import partitions_predicate, window_predicate
 
 NOW = datetime(2026, 11, 22, 10, 7, 30, 123456, tzinfo=UTC)
 
@@ -81,12 +75,12 @@ def test_no_window_when_the_watermark_is_already_past_the_settle_point() -> None
 
 def test_window_hours_cover_every_touched_partition() -> None:
     window = Window(datetime(2026, 11, 21, 22, 55, tzinfo=UTC), datetime(2026, 11, 22, 1, 0, tzinfo=UTC))
-    assert window.hours() == [("2026-11-21", "22"), ("2026-11-21", "23"), ("2026-11-22", "00")]
+    assert window.partitions() == [("2026-11-21", "22"), ("2026-11-21", "23"), ("2026-11-22", "00")]
 
 
 def test_predicates_prune_partitions_and_cut_the_window() -> None:
     window = Window(datetime(2026, 11, 21, 23, 55, tzinfo=UTC), datetime(2026, 11, 22, 0, 10, 5, tzinfo=UTC))
-    assert partitions_predicate(window.hours()) == (
+    assert partitions_predicate(window.partitions()) == (
         "((dt = '2026-11-21' AND hour IN ('23')) OR (dt = '2026-11-22' AND hour IN ('00')))"
     )
     sql = window_predicate(window)

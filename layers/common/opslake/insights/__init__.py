@@ -2,22 +2,24 @@
 (one agent), each one query over the ``ops`` table shaped into a validated answer."""
 
 from opslake.insights.stats import (
-    InsightsConfig,
+    get_profile,
     get_stats,
     parse_hours,
     profile_from_result,
     profile_sql,
+    stats_cache,
     stats_from_result,
     stats_sql,
     validate_agent_id,
 )
 
 __all__ = [
-    "InsightsConfig",
+    "get_profile",
     "get_stats",
     "parse_hours",
     "profile_from_result",
     "profile_sql",
+    "stats_cache",
     "stats_from_result",
     "stats_sql",
     "validate_agent_id",

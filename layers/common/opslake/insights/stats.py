@@ -1,33 +1,25 @@
 """``GET /stats`` and ``GET /profile/{agent_id}``: the SQL they run on the lake and the answers they give.
 
-Every query reads only the hour partitions of its window: ``dt``/``hour`` predicates computed from
-``now − hours`` let Athena prune partitions, and ``ingested_at >= start`` trims the first hour to
-the exact edge. The SQL is built from validated values only: the window is an integer, an agent id
-must satisfy the op record's ``Id`` rule and is embedded as a literal with its quotes doubled, and
-table names are checked identifiers. One query per answer: each Athena query is billed at least
+Every query reads only the hour partitions of its window (``opslake.query.sql``), so Athena
+prunes the rest. The SQL is built from validated values only: the window is an integer, an agent
+id must satisfy the op record's ``Id`` rule and is embedded as a string literal, and table names
+are checked identifiers. One query per answer: each Athena query is billed at least
 10 MB and costs a round trip of a second or more.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, MutableMapping
+from datetime import UTC, datetime
+from typing import Any
 
+from cachetools import TTLCache
 from pydantic import TypeAdapter, ValidationError
 
-from opslake.config import Settings
 from opslake.errors import (
     BadRequestError,
-    ConfigurationError,
     NotFoundError,
-    QueryEngineFailedError,
-    QueryUnavailableError,
 )
 from opslake.models.insights import (
     DEFAULT_PROFILE_HOURS,
@@ -41,51 +33,18 @@ from opslake.models.insights import (
     ProfileAnswer,
     RecentOp,
     StatsAnswer,
-    Window,
 )
 from opslake.models.ops import MAX_ID_CHARS, Id, now_utc
-from opslake.observability import logger
-from opslake.query.base import QueryEngine, QueryError, QueryFailedError, QueryResult, UnsupportedSqlError
+from opslake.models.window import Window
+from opslake.query.api import ApiQueryConfig, run_query
+from opslake.query.base import QueryEngine, QueryResult
+from opslake.query.sql import sql_string, window_predicate
 
-#: API Gateway gives up on an integration after 29 s; a query must end (or be cancelled) before.
-API_QUERY_TIMEOUT_S = 25.0
 #: How long a /stats answer is served from the container's cache.
 STATS_CACHE_TTL_S = 30.0
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _WHOLE_NUMBER = re.compile(r"^[0-9]{1,6}$")
 _ID_ADAPTER: TypeAdapter[str] = TypeAdapter(Id)
-
-
-# ---- configuration ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class InsightsConfig:
-    """What the insight queries need from the settings: where the ops table is, how long to wait."""
-
-    database: str
-    table: str = "ops"
-    timeout_s: float = API_QUERY_TIMEOUT_S
-    retry_after_s: int = 5
-
-    def __post_init__(self) -> None:
-        for what, name in (("OPSLAKE_GLUE_DATABASE", self.database), ("OPSLAKE_OPS_TABLE", self.table)):
-            if not _IDENTIFIER.match(name):
-                raise ConfigurationError(
-                    f"{what} must be a plain identifier (letters, digits, _), got {name!r}"
-                )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> InsightsConfig:
-        return cls(
-            database=settings.glue_database,
-            table=settings.ops_table,
-            timeout_s=min(settings.query_timeout_s, API_QUERY_TIMEOUT_S),
-            retry_after_s=settings.queue_retry_after_s,
-        )
-
-    @property
-    def table_ref(self) -> str:
-        return f'"{self.database}"."{self.table}"'
 
 
 # ---- validated parameters -----------------------------------------------------------------------
@@ -115,38 +74,8 @@ def validate_agent_id(raw: str | None) -> str:
         ) from None
 
 
-def sql_string(value: str) -> str:
-    """``value`` as a SQL string literal (single quotes doubled; Athena and DuckDB have no backslash escapes)."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-# ---- the window ---------------------------------------------------------------------------------
-def make_window(now: datetime, hours: int) -> Window:
-    """[now − hours, now] in UTC, to the millisecond (the lake's precision)."""
-    if not 1 <= hours <= MAX_WINDOW_HOURS:
-        raise ValueError(f"hours out of range: {hours}")
-    end = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(UTC)
-    end = end.replace(microsecond=end.microsecond // 1000 * 1000)
-    return Window(hours=hours, start=end - timedelta(hours=hours), end=end)
-
-
-def window_predicate(window: Window) -> str:
-    """WHERE terms selecting ops ingested in the window, pruning on the ``dt``/``hour`` partitions.
-
-    ``dt`` and ``hour`` are zero-padded strings of ``ingested_at`` (UTC), so string comparison
-    orders them; the first day is cut at the start hour, and ``ingested_at`` cuts the first hour.
-    """
-    start, end = window.start, window.end
-    start_dt, start_hour, end_dt = start.strftime("%Y-%m-%d"), start.strftime("%H"), end.strftime("%Y-%m-%d")
-    edge = f"{start:%Y-%m-%d %H:%M:%S}.{start.microsecond // 1000:03d}"
-    return (
-        f"dt >= '{start_dt}' AND dt <= '{end_dt}' AND (dt > '{start_dt}' OR hour >= '{start_hour}') "
-        f"AND ingested_at >= TIMESTAMP '{edge}'"
-    )
-
-
 # ---- SQL ----------------------------------------------------------------------------------------
-def stats_sql(config: InsightsConfig, window: Window) -> str:
+def stats_sql(config: ApiQueryConfig, window: Window) -> str:
     """One scan, three groupings: the total, each source, each endpoint."""
     return f"""SELECT
   CASE grouping(source, endpoint) WHEN 3 THEN 'total' WHEN 1 THEN 'source' ELSE 'endpoint' END AS kind,
@@ -184,7 +113,7 @@ def _select(part: str, values: Mapping[str, str]) -> str:
     return "SELECT " + ", ".join(items)
 
 
-def profile_sql(config: InsightsConfig, window: Window, agent_id: str) -> str:
+def profile_sql(config: ApiQueryConfig, window: Window, agent_id: str) -> str:
     """One query, three parts (``part`` says which): the summary, the top errors, the recent ops."""
     agent_id = validate_agent_id(agent_id)
     summary = _select(
@@ -211,40 +140,6 @@ SELECT * FROM ({errors} FROM scoped WHERE NOT success
   GROUP BY error_type ORDER BY count(*) DESC, error_type LIMIT {TOP_ERRORS})
 UNION ALL
 SELECT * FROM ({recent} FROM scoped ORDER BY ts DESC, op_id DESC LIMIT {RECENT_OPS})"""
-
-
-# ---- running a query ----------------------------------------------------------------------------
-def run_query(engine: QueryEngine, sql: str, *, what: str, config: InsightsConfig) -> QueryResult:
-    """Run ``sql``; engine failures become 502, timeouts and throttling 503 with Retry-After."""
-    started = time.monotonic()
-    try:
-        result = engine.run(sql, timeout_s=config.timeout_s)
-    except (QueryFailedError, UnsupportedSqlError) as exc:
-        logger.error(
-            "insight query failed", what=what, engine=engine.name, query_id=exc.query_id, reason=exc.message
-        )
-        raise QueryEngineFailedError(
-            f"the query engine failed while computing {what}; this is a service problem, not your request",
-            detail={"query_id": exc.query_id} if exc.query_id else None,
-        ) from exc
-    except QueryError as exc:  # timed out, throttled or unreachable: worth retrying
-        logger.warning("insight query unavailable", what=what, engine=engine.name, reason=exc.message)
-        raise QueryUnavailableError(
-            f"the query engine did not answer {what} in time; retry in {config.retry_after_s} s "
-            "or ask for fewer hours",
-            retry_after_s=config.retry_after_s,
-            detail={"query_id": exc.query_id} if exc.query_id else None,
-        ) from exc
-    logger.info(
-        "insight query done",
-        what=what,
-        engine=result.engine,
-        query_id=result.query_id,
-        rows=len(result.rows),
-        bytes_scanned=result.bytes_scanned,
-        elapsed_ms=round((time.monotonic() - started) * 1000),
-    )
-    return result
 
 
 # ---- shaping answers ----------------------------------------------------------------------------
@@ -359,52 +254,18 @@ def profile_from_result(
     )
 
 
-# ---- the container cache ------------------------------------------------------------------------
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class TtlCache(Generic[K, V]):
-    """A small per-container cache whose entries expire ``ttl_s`` after they were stored."""
-
-    def __init__(
-        self,
-        ttl_s: float = STATS_CACHE_TTL_S,
-        *,
-        max_entries: int = 32,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._ttl_s = ttl_s
-        self._max_entries = max_entries
-        self._clock = clock
-        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            if self._clock() - entry[0] >= self._ttl_s:
-                del self._entries[key]
-                return None
-            return entry[1]
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
-            self._entries[key] = (self._clock(), value)
-            while len(self._entries) > self._max_entries:
-                self._entries.popitem(last=False)
-
-
 # ---- the two operations -------------------------------------------------------------------------
+def stats_cache(ttl_s: float = STATS_CACHE_TTL_S) -> MutableMapping[int, StatsAnswer]:
+    """A container's cache of ``/stats`` answers by window hours (a few seconds old at most)."""
+    return TTLCache(maxsize=32, ttl=ttl_s)
+
+
 def get_stats(
     engine: QueryEngine,
     *,
-    config: InsightsConfig,
+    config: ApiQueryConfig,
     hours: str | None,
-    cache: TtlCache[int, StatsAnswer] | None = None,
+    cache: MutableMapping[int, StatsAnswer] | None = None,
     now: datetime | None = None,
 ) -> StatsAnswer:
     """``GET /stats?hours=N``: served from ``cache`` for a few seconds, else one query."""
@@ -412,18 +273,18 @@ def get_stats(
     if cache is not None and (hit := cache.get(window_hours)) is not None:
         return hit.model_copy(update={"cached": True})
     now = now or now_utc()
-    window = make_window(now, window_hours)
+    window = Window.last_hours(now, window_hours)
     result = run_query(engine, stats_sql(config, window), what="the stats", config=config)
     answer = stats_from_result(result, window, generated_at=now)
     if cache is not None:
-        cache.put(window_hours, answer)
+        cache[window_hours] = answer
     return answer
 
 
 def get_profile(
     engine: QueryEngine,
     *,
-    config: InsightsConfig,
+    config: ApiQueryConfig,
     agent_id: str | None,
     hours: str | None,
     now: datetime | None = None,
@@ -432,7 +293,7 @@ def get_profile(
     agent = validate_agent_id(agent_id)
     window_hours = parse_hours(hours, default=DEFAULT_PROFILE_HOURS)
     now = now or now_utc()
-    window = make_window(now, window_hours)
+    window = Window.last_hours(now, window_hours)
     result = run_query(
         engine, profile_sql(config, window, agent), what=f"the profile of {agent!r}", config=config
     )

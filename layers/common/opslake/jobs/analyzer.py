@@ -18,24 +18,26 @@ cost and errors land in the lake like any other op.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opslake.analysis.diagnoser import Diagnoser
 from opslake.analysis.signatures import SignatureIndex, mark_diagnosed, needs_diagnosis, select_for_diagnosis
 from opslake.config import Settings
-from opslake.jobs.lease import Lease, StateStore, run_with_lease
-from opslake.jobs.trigger import Backfill, Window, scheduled_window, sql_string_list, window_predicate
+from opslake.jobs.base import JobReport, ScheduledJob
+from opslake.jobs.lease import Lease, StateStore
+from opslake.jobs.trigger import Backfill
 from opslake.lake import derived
 from opslake.lake.catalog import Catalog
 from opslake.lake.store import ObjectStore
 from opslake.llm.records import settle_llm_calls
 from opslake.models.analysis import Diagnosis, FailureRow, FailureSample, Signature
-from opslake.observability import logger, metrics
+from opslake.models.window import Window
+from opslake.observability import metrics
 from opslake.query.base import QueryEngine
+from opslake.query.sql import sql_string_list, window_predicate
 from opslake.queue import OpsQueue
 
 MAX_SAMPLES = 5
@@ -45,12 +47,9 @@ LLM_AGENT_ID = "opslake-analyzer"
 
 
 @dataclass
-class AnalyzerRun:
-    """What one run did (returned by the handler and logged)."""
+class AnalyzerRun(JobReport):
+    """What one analyzer run did."""
 
-    status: str = "ok"  # ok | nothing_to_do | busy | lease_lost
-    mode: str = "scheduled"  # scheduled | backfill
-    window: dict[str, str] | None = None
     failures_read: int = 0
     failures_counted: int = 0
     failure_partitions_written: int = 0
@@ -61,13 +60,7 @@ class AnalyzerRun:
     diagnoses_pending: int = 0
     llm_calls: int = 0
     fallbacks: int = 0
-    bytes_scanned: int = 0
-    queries: int = 0
-    duration_ms: float = 0.0
     diagnosed: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def failures_sql(table: str, window: Window, *, read_until: datetime) -> str:
@@ -110,7 +103,10 @@ def _sample(row: dict[str, Any]) -> FailureSample:
     )
 
 
-class Analyzer:
+class Analyzer(ScheduledJob[AnalyzerRun]):
+    name = "analyzer"
+    report_type = AnalyzerRun
+
     def __init__(
         self,
         *,
@@ -123,36 +119,12 @@ class Analyzer:
         ops_queue: OpsQueue | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.settings = settings
-        self.engine = engine
+        super().__init__(settings=settings, engine=engine, state=state, ops_queue=ops_queue, clock=clock)
         self.store = store
         self.failures_catalog = failures_catalog
-        self.state = state
         self.diagnoser = diagnoser
-        self.ops_queue = ops_queue
-        self.clock = clock
-        self.table = settings.ops_table
 
-    # -- the run -------------------------------------------------------------------------------
-    def run(self, backfill: Backfill | None = None) -> AnalyzerRun:
-        started = time.perf_counter()
-        report = AnalyzerRun(mode="backfill" if backfill else "scheduled")
-        outcome = run_with_lease(self.state, lambda lease: self._run_leased(lease, backfill, report))
-        if outcome == "busy":
-            report.status = "busy"
-            logger.info("another analyzer run holds the lease: nothing done")
-        elif outcome == "lease_lost":
-            report.status = "lease_lost"
-            metrics.add_metric(name="AnalyzerLeaseLost", unit="Count", value=1)
-            logger.warning("analyzer commit refused (lease expired); the next run redoes the window")
-        return self._finish(report, started)
-
-    def _finish(self, report: AnalyzerRun, started: float) -> AnalyzerRun:
-        report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
-        logger.info("analyzer run", **report.as_dict())
-        return report
-
-    def _run_leased(self, lease: Lease, backfill: Backfill | None, report: AnalyzerRun) -> None:
+    def work(self, lease: Lease, backfill: Backfill | None, report: AnalyzerRun) -> None:
         now = self.clock()
         watermark = lease.state.watermark
         if backfill:
@@ -162,16 +134,14 @@ class Analyzer:
             hour_end = window.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
             read_until = max(window.end, min(hour_end, watermark or window.end))
         else:
-            found = scheduled_window(
-                watermark,
+            found = self.next_window(
+                lease,
                 now,
-                settle_s=self.settings.analyzer_settle_s,
                 initial_lookback=timedelta(hours=self.settings.analyzer_initial_lookback_h),
                 max_span=timedelta(hours=self.settings.analyzer_max_window_h),
             )
             if found is None:
-                report.status = "nothing_to_do"
-                self.state.release(lease)
+                self.nothing_to_do(lease, report)
                 return
             window, read_until = found, found.end
         report.window = window.as_dict()
@@ -183,7 +153,7 @@ class Analyzer:
         known_before = set(signatures)
         before = {sid: sig.count for sid, sig in signatures.items()}
 
-        rows = self._query(failures_sql(self.table, window, read_until=read_until), report)
+        rows = self.query(failures_sql(self.table, window, read_until=read_until), report)
         failures = _dedupe(_sample(row) for row in rows)
         report.failures_read = sum(1 for f in failures if window.start <= f.ingested_at < window.end)
 
@@ -228,12 +198,6 @@ class Analyzer:
         metrics.add_metric(name="DiagnosisFallbacks", unit="Count", value=report.fallbacks)
 
     # -- steps ---------------------------------------------------------------------------------
-    def _query(self, sql: str, report: AnalyzerRun) -> list[dict[str, Any]]:
-        result = self.engine.run(sql, timeout_s=self.settings.query_timeout_s)
-        report.queries += 1
-        report.bytes_scanned += result.bytes_scanned or 0
-        return result.records()
-
     def _remember_samples(
         self,
         samples: dict[str, list[dict[str, Any]]],
@@ -281,7 +245,7 @@ class Analyzer:
         contrasts: dict[str, list[str]] = {}
         if self.diagnoser.wants_contrasts:
             endpoints = [sig.endpoint for sig, _ in chosen]
-            for row in self._query(contrasts_sql(self.table, window, endpoints), report):
+            for row in self.query(contrasts_sql(self.table, window, endpoints), report):
                 contrasts.setdefault(row["endpoint"], []).append(str(row["input_summary"]))
         for sig, reason in chosen:
             sig_samples = [FailureSample.model_validate(s) for s in samples.get(sig.signature_id, [])]

@@ -17,9 +17,8 @@ One run (every 30 minutes, or a backfill):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -35,23 +34,18 @@ from opslake.analysis.playbooks import (
     snapshot,
 )
 from opslake.config import Settings
-from opslake.jobs.lease import Lease, LeaseLostError, StateStore, run_with_lease
-from opslake.jobs.trigger import (
-    Backfill,
-    Window,
-    partitions_predicate,
-    scheduled_window,
-    sql_string_list,
-    timestamp_literal,
-    window_predicate,
-)
+from opslake.jobs.base import JobReport, ScheduledJob
+from opslake.jobs.lease import Lease, LeaseLostError, StateStore
+from opslake.jobs.trigger import Backfill
 from opslake.lake import derived
 from opslake.lake.store import ObjectStore
 from opslake.llm.records import settle_llm_calls
 from opslake.models.analysis import Diagnosis
 from opslake.models.playbooks import EntryDraft, PlaybookEntry
+from opslake.models.window import Window
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine, QueryFailedError
+from opslake.query.sql import partitions_predicate, sql_string_list, timestamp_literal, window_predicate
 from opslake.queue import OpsQueue
 
 if TYPE_CHECKING:
@@ -68,12 +62,9 @@ DISTILL_SYSTEM = (
 
 
 @dataclass
-class ConsolidatorRun:
-    """What one run did (returned by the handler and logged)."""
+class ConsolidatorRun(JobReport):
+    """What one consolidator run did."""
 
-    status: str = "ok"  # ok | nothing_to_do | busy | lease_lost
-    mode: str = "scheduled"
-    window: dict[str, str] | None = None
     successes_read: int = 0
     logs_read: int = 0
     diagnoses_read: int = 0
@@ -88,13 +79,7 @@ class ConsolidatorRun:
     outcomes_read: int = 0
     reader_outcomes_read: int = 0
     llm_calls: int = 0
-    bytes_scanned: int = 0
-    queries: int = 0
     compaction: dict[str, Any] | None = None
-    duration_ms: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def evidence_sql(table: str, window: Window) -> str:
@@ -136,7 +121,7 @@ FROM (
     AND (endpoint IN ({names}) OR source = 'overseer_correction' OR sig_hash IS NOT NULL)
 ) o
 LEFT JOIN (
-  SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.hours())}
+  SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.partitions())}
 ) f ON f.op_id = o.op_id
 GROUP BY o.endpoint, {minute}, o.success, o.task_class, f.signature_id, {", ".join(keep.values())}
 LIMIT {MAX_OUTCOME_ROWS}"""
@@ -157,7 +142,7 @@ def reader_outcomes_sql(table: str, lookback: Window, endpoints: Sequence[str]) 
   FROM {table}
   WHERE {where} AND source <> 'llm' AND endpoint IN ({names})
 ), f AS (
-  SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.hours())}
+  SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.partitions())}
 )
 SELECT min(o.op_id) AS op_id, o.endpoint, min(o.agent_id) AS agent_id, date_trunc('minute', o.ts) AS ts,
        o.success, o.task_class, f.signature_id, r.entry_id, count(*) AS count
@@ -167,7 +152,10 @@ GROUP BY r.entry_id, o.endpoint, date_trunc('minute', o.ts), o.success, o.task_c
 LIMIT {MAX_OUTCOME_ROWS}"""
 
 
-class Consolidator:
+class Consolidator(ScheduledJob[ConsolidatorRun]):
+    name = "consolidator"
+    report_type = ConsolidatorRun
+
     def __init__(
         self,
         *,
@@ -180,43 +168,24 @@ class Consolidator:
         compactor: Compactor | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.settings = settings
-        self.engine = engine
+        super().__init__(settings=settings, engine=engine, state=state, ops_queue=ops_queue, clock=clock)
         self.store = store
-        self.state = state
         self.llm = llm
-        self.ops_queue = ops_queue
         self.compactor = compactor
-        self.clock = clock
-        self.table = settings.ops_table
 
-    def run(self, backfill: Backfill | None = None) -> ConsolidatorRun:
-        started = time.perf_counter()
-        report = ConsolidatorRun(mode="backfill" if backfill else "scheduled")
-        outcome = run_with_lease(self.state, lambda lease: self._run_leased(lease, backfill, report))
-        if outcome == "busy":
-            report.status = "busy"
-            logger.info("another consolidator run holds the lease: nothing done")
-        elif outcome == "lease_lost":
-            report.status = "lease_lost"
-            metrics.add_metric(name="ConsolidatorLeaseLost", unit="Count", value=1)
-            logger.warning("consolidator commit refused (lease expired); the next run redoes the window")
+    def after_run(self, report: ConsolidatorRun) -> None:
         if self.compactor is not None and report.status != "busy":
             report.compaction = self._compact()
-        report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
-        logger.info("consolidator run", **report.as_dict())
-        return report
 
-    def _run_leased(self, lease: Lease, backfill: Backfill | None, report: ConsolidatorRun) -> None:
+    def work(self, lease: Lease, backfill: Backfill | None, report: ConsolidatorRun) -> None:
         now = self.clock()
         watermark = lease.state.watermark
         if backfill:
             window: Window | None = Window(backfill.since, backfill.until)
         else:
-            window = scheduled_window(
-                watermark,
+            window = self.next_window(
+                lease,
                 now,
-                settle_s=self.settings.analyzer_settle_s,
                 # A run holds its window's evidence in memory (~2 KB per op): a consolidator that is
                 # behind catches up a bounded window per run rather than a day at once.
                 initial_lookback=timedelta(hours=self.settings.consolidator_max_window_h),
@@ -224,13 +193,12 @@ class Consolidator:
             )
         entries = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
         if window is None:
-            report.status = "nothing_to_do"
-            self.state.release(lease)
+            self.nothing_to_do(lease, report)
             self._publish(entries, now, report)
             return
         report.window = window.as_dict()
 
-        rows = self._query(evidence_sql(self.table, window), report)
+        rows = self.query(evidence_sql(self.table, window), report)
         successes = [
             SuccessRow.model_validate(r) for r in rows if r["success"] and r.get("event_kind") != "log"
         ]
@@ -285,15 +253,9 @@ class Consolidator:
         return approve_entry(self.settings, self.store, self.state, entry_id, now=self.clock())
 
     # -- steps ---------------------------------------------------------------------------------
-    def _query(self, sql: str, report: ConsolidatorRun) -> list[dict[str, Any]]:
-        result = self.engine.run(sql, timeout_s=self.settings.query_timeout_s)
-        report.queries += 1
-        report.bytes_scanned += result.bytes_scanned or 0
-        return result.records()
-
     def _diagnoses(self, window: Window, report: ConsolidatorRun) -> list[dict[str, Any]]:
         try:
-            return self._query(diagnoses_sql(window), report)
+            return self.query(diagnoses_sql(window), report)
         except QueryFailedError as exc:
             if "TABLE_NOT_FOUND" in exc.message:  # no analyzer deployed: successes and logs only
                 return []
@@ -319,12 +281,12 @@ class Consolidator:
             return entries
         lookback = Window(window.end - timedelta(hours=self.settings.efficacy_lookback_h), window.end)
         endpoints = [e.endpoint for e in active if e.endpoint]
-        rows = self._query(outcomes_sql(self.table, lookback, endpoints), report)
+        rows = self.query(outcomes_sql(self.table, lookback, endpoints), report)
         report.outcomes_read = sum(int(r["count"]) for r in rows)
         if len(rows) >= MAX_OUTCOME_ROWS:  # efficacy is then measured on part of the lookback
             metrics.add_metric(name="EfficacyOutcomesCapped", unit="Count", value=1)
             logger.warning("efficacy outcomes capped", rows=len(rows), lookback=lookback.as_dict())
-        read = self._query(reader_outcomes_sql(self.table, lookback, endpoints), report)
+        read = self.query(reader_outcomes_sql(self.table, lookback, endpoints), report)
         report.reader_outcomes_read = sum(int(r["count"]) for r in read)
         result = measure_efficacy(
             entries,

@@ -7,15 +7,13 @@ without moving the watermark. Anything else is refused with a message saying wha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from opslake.insights.stats import sql_string
 from opslake.models.ops import UtcMs
+from opslake.models.window import Window
 
 MAX_BACKFILL = timedelta(days=31)
 
@@ -37,66 +35,6 @@ class Backfill(BaseModel):
         if self.until - self.since > MAX_BACKFILL:
             raise ValueError(f"a backfill window may span at most {MAX_BACKFILL.days} days")
         return self
-
-
-@dataclass(frozen=True)
-class Window:
-    """``[start, end)`` of ``ingested_at`` (UTC, millisecond precision)."""
-
-    start: datetime
-    end: datetime
-
-    def hours(self) -> list[tuple[str, str]]:
-        """The ``(dt, hour)`` partitions the window touches, oldest first."""
-        at = self.start.replace(minute=0, second=0, microsecond=0)
-        found = []
-        while at < self.end:
-            found.append((at.strftime("%Y-%m-%d"), at.strftime("%H")))
-            at += timedelta(hours=1)
-        return found
-
-    def as_dict(self) -> dict[str, str]:
-        return {"since": _iso(self.start), "until": _iso(self.end)}
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat(timespec="milliseconds")
-
-
-def timestamp_literal(value: datetime) -> str:
-    value = value.astimezone(UTC)
-    return f"TIMESTAMP '{value:%Y-%m-%d %H:%M:%S}.{value.microsecond // 1000:03d}'"
-
-
-def sql_string_list(values: Sequence[str]) -> str:
-    """``'a', 'b'`` for an ``IN (...)`` (sorted, unique); ``''`` when empty, which matches nothing."""
-    return ", ".join(sql_string(v) for v in sorted(set(values))) or "''"
-
-
-def partitions_predicate(hours: list[tuple[str, str]]) -> str:
-    """WHERE terms that prune to exactly these ``(dt, hour)`` partitions (Athena and the embedded
-    engine both push ``dt``/``hour`` equalities down to the catalog)."""
-    if not hours:
-        return "FALSE"
-    by_day: dict[str, list[str]] = {}
-    for dt, hour in hours:
-        by_day.setdefault(dt, []).append(hour)
-    terms = [
-        f"(dt = '{dt}' AND hour IN ({', '.join(repr(h) for h in sorted(day_hours))}))"
-        for dt, day_hours in sorted(by_day.items())
-    ]
-    return "(" + " OR ".join(terms) + ")"
-
-
-def window_predicate(window: Window, *, from_start_of_hour: bool = False) -> str:
-    """WHERE terms for ops ingested in the window, pruned to its partitions. With
-    ``from_start_of_hour`` the window's first hour is read whole (a job that rewrites a whole
-    partition of a derived table needs every row of the partition up to the window's end)."""
-    start = window.start.replace(minute=0, second=0, microsecond=0) if from_start_of_hour else window.start
-    return (
-        f"{partitions_predicate(window.hours())} "
-        f"AND ingested_at >= {timestamp_literal(start)} AND ingested_at < {timestamp_literal(window.end)}"
-    )
 
 
 def parse_trigger(event: Any) -> Backfill | None:

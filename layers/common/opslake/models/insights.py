@@ -6,6 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from opslake.models.window import Window
+
 #: The longest window either endpoint accepts (7 days): bounds the partitions a query may read.
 MAX_WINDOW_HOURS = 168
 DEFAULT_STATS_HOURS = 24
@@ -18,14 +20,6 @@ RECENT_OPS = 10
 
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Window(_Answer):
-    """The time window an answer covers: ops whose ``ingested_at`` is in [start, end]."""
-
-    hours: int = Field(ge=1, le=MAX_WINDOW_HOURS)
-    start: datetime
-    end: datetime
 
 
 class Breakdown(_Answer):

@@ -11,15 +11,18 @@ embedded engine answer identically.
 from __future__ import annotations
 
 import re
+from collections.abc import MutableMapping
 from typing import Any, Literal
 
+from cachetools import TTLCache
 from pydantic import BaseModel, ConfigDict, Field
 
 from opslake.datasets.staffing import AVAILABILITY, PLACEMENTS, WORKERS
 from opslake.errors import BadRequestError, NotFoundError
 from opslake.http.bodies import parse_body
-from opslake.insights.stats import InsightsConfig, TtlCache, run_query, sql_string
+from opslake.query.api import ApiQueryConfig, run_query
 from opslake.query.base import QueryEngine
+from opslake.query.sql import sql_string
 from opslake.tools import matching
 
 WORKER_ID = re.compile(r"^W[0-9]{5}$")
@@ -83,12 +86,12 @@ class TableCatalog:
         glue: Any,
         database: str,
         allowed: list[str],
-        cache: TtlCache[str, dict[str, TableInfo]] | None = None,
+        cache: MutableMapping[str, dict[str, TableInfo]] | None = None,
     ) -> None:
         self._glue = glue
         self.database = database
         self.allowed = list(allowed)
-        self._cache = cache if cache is not None else TtlCache(TABLES_CACHE_TTL_S, max_entries=1)
+        self._cache = cache if cache is not None else TTLCache(maxsize=1, ttl=TABLES_CACHE_TTL_S)
 
     def tables(self) -> dict[str, TableInfo]:
         """Every allowlisted table that exists in Glue, in allowlist order."""
@@ -101,7 +104,7 @@ class TableCatalog:
             except self._glue.exceptions.EntityNotFoundException:
                 continue
             found[name] = table_info(table)
-        self._cache.put(self.database, found)
+        self._cache[self.database] = found
         return found
 
     def table(self, name: str) -> TableInfo:
@@ -129,8 +132,8 @@ def validate_worker_id(raw: str | None) -> str:
     return raw
 
 
-def _table(config: InsightsConfig, name: str) -> str:
-    InsightsConfig(database=config.database, table=name)  # checks the identifier
+def _table(config: ApiQueryConfig, name: str) -> str:
+    ApiQueryConfig(database=config.database, table=name)  # checks the identifier
     return f'"{config.database}"."{name}"'
 
 
@@ -141,7 +144,7 @@ def _worker_select(alias: str = "w") -> str:
     )
 
 
-def worker_sql(config: InsightsConfig, worker_id: str) -> str:
+def worker_sql(config: ApiQueryConfig, worker_id: str) -> str:
     """One worker and the number of their placements, in one query."""
     worker_id = validate_worker_id(worker_id)
     literal = sql_string(worker_id)
@@ -162,7 +165,7 @@ def _worker_record(row: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def get_worker(engine: QueryEngine, config: InsightsConfig, worker_id: str | None) -> dict[str, Any]:
+def get_worker(engine: QueryEngine, config: ApiQueryConfig, worker_id: str | None) -> dict[str, Any]:
     """``GET /worker/{id}``: the worker's record plus ``placements`` (count); 404 when unknown."""
     wid = validate_worker_id(worker_id)
     result = run_query(engine, worker_sql(config, wid), what=f"worker {wid}", config=config)
@@ -250,7 +253,7 @@ def check_match_request(request: MatchRequest) -> list[str]:
     return wanted
 
 
-def match_sql(config: InsightsConfig, request: MatchRequest) -> str:
+def match_sql(config: ApiQueryConfig, request: MatchRequest) -> str:
     """The structured filters: candidates in the role and place, best rated first, bounded."""
     assert request.role is not None
     where = [f"lower(role) = {sql_string(request.role.lower())}"]
@@ -269,7 +272,7 @@ def match_sql(config: InsightsConfig, request: MatchRequest) -> str:
     )
 
 
-def match_workers(engine: QueryEngine, config: InsightsConfig, request: MatchRequest) -> MatchAnswer:
+def match_workers(engine: QueryEngine, config: ApiQueryConfig, request: MatchRequest) -> MatchAnswer:
     """``POST /match``: filter in SQL, then rank by the need (:mod:`opslake.tools.matching`)."""
     wanted = check_match_request(request)
     result = run_query(engine, match_sql(config, request), what="the match candidates", config=config)
