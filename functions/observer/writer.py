@@ -5,11 +5,12 @@ from __future__ import annotations
 import gc
 from functools import lru_cache
 
-import boto3
+import boto3  # noqa: F401  (imported during init, when Lambda gives more CPU, not on the first batch)
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from opslake import runtime
 from opslake.config import get_settings
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.store import S3ObjectStore
@@ -27,8 +28,8 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 @lru_cache(maxsize=1)
 def _writer() -> LakeWriter:
     return LakeWriter(
-        S3ObjectStore(boto3.client("s3"), settings.lake_bucket),
-        GlueCatalog(boto3.client("glue"), settings.glue_database, settings.ops_table),
+        S3ObjectStore(runtime.client("s3"), settings.lake_bucket),
+        GlueCatalog(runtime.client("glue"), settings.glue_database, settings.ops_table),
         ops_prefix=settings.ops_prefix,
         rejects_prefix=settings.rejects_prefix,
     )

@@ -7,6 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from botocore.retries import standard as standard_retries
+from moto.core.exceptions import JsonRESTError
+from moto.sqs.responses import SQSResponse
 
 from opslake.models import QueuedOp
 
@@ -118,12 +121,26 @@ def test_queue_failure_is_503_with_retry_after_and_nothing_listed(
     assert payload["detail"]["accepted"] == []
 
 
-def test_transient_queue_errors_are_retried(aws: Aws, events, lambda_context, fail_aws_calls) -> None:
-    injected = fail_aws_calls("sqs", "SendMessageBatch", times=2, code="ThrottlingException")
+def test_transient_queue_errors_are_retried(
+    aws: Aws, events, lambda_context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQS throttles the first two requests; botocore's standard retries (not a loop of ours) absorb it
+    injected = {"n": 0}
+    send_message_batch = SQSResponse.send_message_batch
+
+    def throttled(self: SQSResponse) -> Any:
+        injected["n"] += 1
+        if injected["n"] <= 2:
+            raise JsonRESTError("ThrottlingException", "Rate exceeded")
+        return send_message_batch(self)
+
+    monkeypatch.setattr(SQSResponse, "send_message_batch", throttled)
+    monkeypatch.setattr(standard_retries.ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
     status, _, body = call(
         events, api_event("POST", "/events", json.dumps(OP), key_id=aws.key_id), lambda_context
     )
-    assert status == 202 and injected["injected"] == 2
+    assert status == 202 and injected["n"] == 3
     assert [op.op_id for op in queued(aws)] == body["accepted"]
 
 

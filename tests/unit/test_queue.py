@@ -1,4 +1,4 @@
-"""SqsOpsQueue: batching within SQS limits, retries of partial failures, all-or-error."""
+"""SqsOpsQueue: batching within SQS limits, retries of partial failures (not of calls), all-or-error."""
 
 from __future__ import annotations
 
@@ -53,17 +53,30 @@ def test_partially_failed_entries_are_retried_until_accepted() -> None:
     assert sqs.calls == [["0", "1", "2", "3"], ["1", "3"]]
 
 
-def test_transport_errors_are_retried() -> None:
-    sqs = FlakySqs(raise_times=2)
-    SqsOpsQueue(sqs, "url", backoff_s=0).send(["a"])
-    assert sqs.delivered == ["a"] and len(sqs.calls) == 3
+def test_a_call_that_raises_is_reported_at_once() -> None:
+    sqs = FlakySqs(raise_times=1)  # botocore has retried it already: no call repeated on top
+    with pytest.raises(QueueError, match=r"did not accept 1 record.*ConnectionError: connection reset"):
+        SqsOpsQueue(sqs, "url", backoff_s=0).send(["a"])
+    assert sqs.delivered == [] and len(sqs.calls) == 1
 
 
 def test_persistent_failure_raises_queue_error() -> None:
     sqs = FlakySqs(raise_times=10)
     with pytest.raises(QueueError, match="did not accept 1 record"):
         SqsOpsQueue(sqs, "url", attempts=3, backoff_s=0).send(["a"])
-    assert len(sqs.calls) == 3
+    assert len(sqs.calls) == 1
+
+
+def test_entries_failed_on_every_attempt_raise_queue_error() -> None:
+    class AlwaysFailing(FlakySqs):
+        def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+            self.fail_ids = {e["Id"] for e in Entries}
+            return super().send_message_batch(QueueUrl, Entries)
+
+    sqs = AlwaysFailing()
+    with pytest.raises(QueueError, match=r"did not accept 2 record.*InternalError"):
+        SqsOpsQueue(sqs, "url", attempts=3, backoff_s=0).send(["a", "b"])
+    assert sqs.calls == [["0", "1"]] * 3
 
 
 def test_sender_fault_is_not_retried() -> None:

@@ -2,7 +2,9 @@
 
 Sends in SQS batches (10 entries, ≤ 256 KB per call), retries entries SQS reports as failed,
 and raises :class:`QueueError` if any record is still not accepted, so callers can answer 503
-instead of acknowledging a record that was never persisted.
+instead of acknowledging a record that was never persisted. A call that raises (throttling,
+network, 5xx) was already retried by botocore (see :func:`opslake.runtime.boto_config`) and is
+reported at once.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def chunk_for_sqs(messages: Sequence[str]) -> list[list[tuple[int, str]]]:
 
 
 class SqsOpsQueue(OpsQueue):
-    """SQS-backed queue with bounded retries of partially failed batches."""
+    """SQS-backed queue with bounded retries of partially failed batches (``attempts`` calls at most)."""
 
     def __init__(self, client: Any, queue_url: str, *, attempts: int = 3, backoff_s: float = 0.05) -> None:
         self._client = client
@@ -57,6 +59,9 @@ class SqsOpsQueue(OpsQueue):
             self._send_batch(batch)
 
     def _send_batch(self, batch: list[tuple[int, str]]) -> None:
+        # SendMessageBatch can succeed as a call while listing some entries as Failed: botocore sees
+        # a 200 and does not retry those, so this loop resends them. Exceptions of the call itself
+        # come after botocore's own retries: repeating the call here would only multiply them.
         pending = {str(index): body for index, body in batch}
         last_error = ""
         for attempt in range(self._attempts):
@@ -67,9 +72,10 @@ class SqsOpsQueue(OpsQueue):
                     QueueUrl=self._queue_url,
                     Entries=[{"Id": entry_id, "MessageBody": body} for entry_id, body in pending.items()],
                 )
-            except Exception as exc:  # botocore errors, throttling, network: all retried, then reported
-                last_error = f"{type(exc).__name__}: {exc}"
-                continue
+            except Exception as exc:  # botocore errors, throttling, network: retried by botocore already
+                raise QueueError(
+                    f"the ops queue did not accept {len(pending)} record(s): {type(exc).__name__}: {exc}"
+                ) from exc
             failed = response.get("Failed", [])
             for entry in response.get("Successful", []):
                 pending.pop(entry["Id"], None)
