@@ -1,4 +1,6 @@
-"""Pydantic contracts: op records and API bodies."""
+"""Pydantic contracts: op records (``ops``), the time window (``window``), analysis results
+(``analysis``), playbook entries (``playbooks``), LLM state (``llm``), /stats and /profile answers
+(``insights``), readable validation messages (``validation``) and ids (``ids``)."""
 
 from opslake.models.ops import (
     MAX_ATTRIBUTE_KEY_CHARS,
@@ -15,6 +17,7 @@ from opslake.models.ops import (
     QueuedOp,
     now_utc,
 )
+from opslake.models.window import Window
 
 __all__ = [
     "MAX_ATTRIBUTES",
@@ -29,5 +32,6 @@ __all__ = [
     "OpInput",
     "OpRecord",
     "QueuedOp",
+    "Window",
     "now_utc",
 ]
