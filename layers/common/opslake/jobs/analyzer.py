@@ -26,7 +26,7 @@ from typing import Any
 from opslake.analysis.diagnoser import Diagnoser
 from opslake.analysis.signatures import SignatureIndex, mark_diagnosed, needs_diagnosis, select_for_diagnosis
 from opslake.config import Settings
-from opslake.jobs.base import JobReport, ScheduledJob
+from opslake.jobs.base import JobReport, ScheduledJob, wire
 from opslake.jobs.lease import Lease, StateStore
 from opslake.jobs.trigger import Backfill
 from opslake.lake import derived
@@ -309,21 +309,13 @@ def build_analyzer(settings: Settings) -> Analyzer:
     from opslake.lake.catalog import GlueCatalog
     from opslake.lake.store import S3ObjectStore
 
-    settings.require("lake_bucket")
-    s3 = runtime.client("s3")
-    llm = None
-    if settings.llm_base_url and settings.llm_model:
-        from opslake.llm import LlmClient
-
-        llm = LlmClient.from_settings(settings, s3_client=s3)
+    parts = wire(settings, state_key=settings.analyzer_state_key, lease_s=settings.analyzer_lease_s)
     return Analyzer(
         settings=settings,
-        engine=runtime.query_engine(),
-        store=S3ObjectStore(s3, settings.lake_bucket),
+        engine=parts.engine,
+        store=S3ObjectStore(parts.s3, settings.lake_bucket),
         failures_catalog=GlueCatalog(runtime.client("glue"), settings.glue_database, "failures"),
-        state=StateStore(
-            s3, settings.lake_bucket, settings.analyzer_state_key, lease_s=settings.analyzer_lease_s
-        ),
-        diagnoser=Diagnoser(llm),
-        ops_queue=runtime.ops_queue() if settings.ops_queue_url else None,
+        state=parts.state,
+        diagnoser=Diagnoser(parts.llm),
+        ops_queue=parts.ops_queue,
     )

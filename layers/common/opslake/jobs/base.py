@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from opslake.config import Settings
 from opslake.jobs.lease import Lease, StateStore, run_with_lease
@@ -25,6 +25,9 @@ from opslake.models.window import Window
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine
 from opslake.queue import OpsQueue
+
+if TYPE_CHECKING:
+    from opslake.llm import LlmClient
 
 
 @dataclass
@@ -115,3 +118,34 @@ class ScheduledJob(ABC, Generic[ReportT]):
         report.queries += 1
         report.bytes_scanned += result.bytes_scanned or 0
         return result.records()
+
+
+@dataclass(frozen=True)
+class JobParts:
+    """What a scheduled job is wired to in Lambda: this container's clients and the job's state."""
+
+    s3: Any
+    engine: QueryEngine
+    state: StateStore
+    llm: LlmClient | None
+    ops_queue: OpsQueue | None
+
+
+def wire(settings: Settings, *, state_key: str, lease_s: float) -> JobParts:
+    """The parts every job builds the same way (the model only when one is configured)."""
+    from opslake import runtime
+
+    settings.require("lake_bucket")
+    s3 = runtime.client("s3")
+    llm = None
+    if settings.llm_base_url and settings.llm_model:
+        from opslake.llm import LlmClient
+
+        llm = LlmClient.from_settings(settings, s3_client=s3)
+    return JobParts(
+        s3=s3,
+        engine=runtime.query_engine(),
+        state=StateStore(s3, settings.lake_bucket, state_key, lease_s=lease_s),
+        llm=llm,
+        ops_queue=runtime.ops_queue() if settings.ops_queue_url else None,
+    )

@@ -34,7 +34,7 @@ from opslake.analysis.playbooks import (
     snapshot,
 )
 from opslake.config import Settings
-from opslake.jobs.base import JobReport, ScheduledJob
+from opslake.jobs.base import JobReport, ScheduledJob, wire
 from opslake.jobs.lease import Lease, LeaseLostError, StateStore
 from opslake.jobs.trigger import Backfill
 from opslake.lake import derived
@@ -369,21 +369,13 @@ def build_consolidator(settings: Settings) -> Consolidator:
     from opslake.lake.compaction import Compactor
     from opslake.lake.store import S3ObjectStore
 
-    settings.require("lake_bucket")
-    s3 = runtime.client("s3")
-    llm = None
-    if settings.llm_base_url and settings.llm_model:
-        from opslake.llm import LlmClient
-
-        llm = LlmClient.from_settings(settings, s3_client=s3)
+    parts = wire(settings, state_key=settings.consolidator_state_key, lease_s=settings.consolidator_lease_s)
     return Consolidator(
         settings=settings,
-        engine=runtime.query_engine(),
-        store=S3ObjectStore(s3, settings.lake_bucket),
-        state=StateStore(
-            s3, settings.lake_bucket, settings.consolidator_state_key, lease_s=settings.consolidator_lease_s
-        ),
-        llm=llm,
-        ops_queue=runtime.ops_queue() if settings.ops_queue_url else None,
-        compactor=Compactor.from_settings(settings, s3, runtime.client("glue")),
+        engine=parts.engine,
+        store=S3ObjectStore(parts.s3, settings.lake_bucket),
+        state=parts.state,
+        llm=parts.llm,
+        ops_queue=parts.ops_queue,
+        compactor=Compactor.from_settings(settings, parts.s3, runtime.client("glue")),
     )
