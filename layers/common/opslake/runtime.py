@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -20,7 +20,7 @@ from opslake.queue import SqsOpsQueue
 #: Every AWS client retries the botocore way: "standard" mode backs off exponentially with jitter
 #: on throttling and transient errors under a retry quota (3 attempts unless AWS_MAX_ATTEMPTS says
 #: otherwise). No code of ours repeats a call botocore already retried.
-RETRY_MODE = "standard"
+RETRY_MODE: Literal["standard"] = "standard"
 
 
 def boto_config(**overrides: Any) -> Any:
