@@ -29,6 +29,7 @@ from opslake.llm import (
     LlmStateError,
     LlmStateStore,
     LlmUnavailableError,
+    fetch_api_key,
 )
 from opslake.models.analysis import DiagnosisAnswer
 from opslake.models.llm import LlmState
@@ -478,6 +479,14 @@ def test_the_key_is_read_from_an_ssm_securestring_and_sent_as_a_bearer_token(
     assert request.headers["Authorization"] == "Bearer sk-from-ssm"
     assert request.body["max_tokens"] == 321
     assert aws.keys("state/") == ["state/llm.json"]
+
+
+def test_the_key_stores_are_read_with_botocores_standard_retries(aws: Aws, fresh_parameters: None) -> None:
+    boto3.client("ssm").put_parameter(Name="/opslake/k", Value="sk-1", Type="SecureString")
+    boto3.client("secretsmanager").create_secret(Name="opslake/k", SecretString="sk-2")
+    assert (fetch_api_key("/opslake/k"), fetch_api_key("secret:opslake/k")) == ("sk-1", "sk-2")
+    providers = parameters_base.DEFAULT_PROVIDERS
+    assert {providers[kind].client.meta.config.retries["mode"] for kind in ("ssm", "secrets")} == {"standard"}
 
 
 @pytest.mark.parametrize("by", ["name", "arn"])

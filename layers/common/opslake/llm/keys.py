@@ -9,7 +9,8 @@
 * empty — no key: requests go without an ``Authorization`` header (local model servers).
 
 A secret may hold the bare key or a JSON object with an ``api_key`` (or a single) field.
-Powertools imports boto3, so it is imported only when a key is actually read.
+Powertools imports boto3, so it is imported only when a key is actually read; its provider gets a
+client from :func:`opslake.runtime.new_client` (botocore's standard retries, like every client).
 """
 
 from __future__ import annotations
@@ -56,6 +57,21 @@ def _key_from_secret(value: str) -> str:
     return text
 
 
+def _ensure_provider(kind: str) -> None:
+    """Seed Powertools' default provider for ``kind`` with a client built the opslake way (the
+    module-level ``get_secret``/``get_parameter`` use it, with its value cache, until it is cleared)."""
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
+
+    from opslake import runtime
+
+    if kind == "secretsmanager":
+        if "secrets" not in DEFAULT_PROVIDERS:
+            DEFAULT_PROVIDERS["secrets"] = parameters.SecretsProvider(boto3_client=runtime.new_client(kind))
+    elif "ssm" not in DEFAULT_PROVIDERS:
+        DEFAULT_PROVIDERS["ssm"] = parameters.SSMProvider(boto3_client=runtime.new_client(kind))
+
+
 def fetch_api_key(parameter: str, *, max_age_s: int = KEY_MAX_AGE_S) -> str | None:
     """The API key named by ``parameter`` (cached by Powertools for ``max_age_s``), or None if unset."""
     source = key_source(parameter)
@@ -64,6 +80,7 @@ def fetch_api_key(parameter: str, *, max_age_s: int = KEY_MAX_AGE_S) -> str | No
     kind, name = source
     from aws_lambda_powertools.utilities import parameters
 
+    _ensure_provider(kind)
     try:
         if kind == "secretsmanager":
             value = parameters.get_secret(name, max_age=max_age_s)
