@@ -25,9 +25,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import boto3
 from moto.server import ThreadedMotoServer
 
+from opslake.runtime import new_client
 from opslake_local.dataset import load_dataset
 from opslake_local.invoke import Invoker, reset_shared_caches
 from opslake_local.template import Template, TemplateError, find_template
@@ -239,8 +239,9 @@ class LocalStack:
 
     # -- provisioning -------------------------------------------------------------------------
     def client(self, service: str) -> Any:
-        """A boto3 client for the moto server (explicit endpoint: works before env is set)."""
-        return boto3.client(  # type: ignore[call-overload]
+        """A boto3 client for the moto server (explicit endpoint: works before env is set), with
+        the retry configuration of every opslake client."""
+        return new_client(
             service,
             endpoint_url=self.endpoint,
             region_name=self.region,

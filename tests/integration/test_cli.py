@@ -243,3 +243,103 @@ def test_playbooks_list_and_approve(running: Running, capsys: pytest.CaptureFixt
     assert [e["entry_id"] for e in snapshot["entries"]] == ["pb_cli_test"]
     code, out, _ = running.cli(capsys, "playbooks", "list", "--format", "json")
     assert [(e["entry_id"], e["status"]) for e in json.loads(out)] == [("pb_cli_test", "active")]
+
+
+# ---- invoke (sam local invoke's habits) ---------------------------------------------------------
+@pytest.fixture
+def sent_events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """Every (function, event) the CLI invokes, recorded on the way to the real handler."""
+    from opslake_local.invoke import Invoker
+
+    sent: list[tuple[str, object]] = []
+    original = Invoker.invoke
+
+    def recording(self: Invoker, logical_id: str, event: object) -> object:
+        sent.append((logical_id, event))
+        return original(self, logical_id, event)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Invoker, "invoke", recording)
+    return sent
+
+
+def test_invoke_without_an_event_sends_a_scheduled_function_its_schedule_event(
+    running: Running, capsys: pytest.CaptureFixture[str], sent_events: list[tuple[str, object]]
+) -> None:
+    code, out, err = running.cli(capsys, "invoke", "AnalyzerFunction")
+    assert code == 0, err
+    assert json.loads(out)["status"] in ("ok", "nothing_to_do")
+    ((function, event),) = sent_events
+    assert function == "AnalyzerFunction" and isinstance(event, dict)
+    # the sample event's shape, with the local stack's rule ARN and the time of the invocation
+    fixture = json.loads((ROOT / "events" / "analyzer-schedule.json").read_text())
+    template = running.stack.template
+    rule = f"rule/{template.stack_name}-AnalyzerFunctionEveryFiveMinutes"
+    assert event["resources"] == [f"arn:aws:events:{template.region}:{template.account_id}:{rule}"]
+    assert {k: v for k, v in event.items() if k not in ("id", "time", "resources", "version")} == {
+        k: v for k, v in fixture.items() if k not in ("id", "time", "resources")
+    }
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", event["time"]) and event["id"] != fixture["id"]
+
+
+def test_invoke_without_an_event_sends_an_api_function_an_empty_event(
+    running: Running, capsys: pytest.CaptureFixture[str], sent_events: list[tuple[str, object]]
+) -> None:
+    running.cli(capsys, "invoke", "HealthFunction")
+    assert sent_events == [("HealthFunction", {})]
+
+
+def test_default_events_follow_the_template() -> None:
+    from datetime import UTC, datetime
+
+    from opslake_local.invoke import default_event
+    from opslake_local.template import Template, find_template
+
+    template = Template(find_template(None), stack_name="opslake")  # the stack of the sample events
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    event = default_event(template, "AnalyzerFunction", at=epoch)
+    fixture = json.loads((ROOT / "events" / "analyzer-schedule.json").read_text())
+    assert {k: v for k, v in event.items() if k not in ("id", "version")} == {
+        k: v for k, v in fixture.items() if k != "id"
+    }
+    consolidator = default_event(template, "ConsolidatorFunction", at=epoch)
+    assert consolidator["resources"] == [
+        f"arn:aws:events:{template.region}:{template.account_id}:rule/opslake-ConsolidatorFunctionEveryThirtyMinutes"
+    ]
+    assert default_event(template, "HealthFunction") == {} and default_event(template, "WriterFunction") == {}
+
+
+@pytest.mark.parametrize("flag", ["--event", "-e"])
+def test_invoke_reads_the_event_file(running: Running, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    code, out, err = running.cli(
+        capsys, "invoke", "HealthFunction", flag, str(ROOT / "events" / "health_get.json")
+    )
+    assert code == 0, err
+    assert json.loads(out)["statusCode"] == 200 and "running local stack" in err
+
+
+def test_invoke_reads_the_event_from_stdin(
+    running: Running, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO((ROOT / "events" / "health_get.json").read_text()))
+    code, out, err = running.cli(capsys, "invoke", "HealthFunction", "-e", "-")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["statusCode"] == 200 and json.loads(answer["body"])["status"] == "ok"
+
+
+def test_invoke_with_an_unreadable_event_is_a_usage_error(
+    running: Running, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = running.cli(capsys, "invoke", "HealthFunction", "-e", str(tmp_path / "missing.json"))
+    assert code == 2 and out == "" and "cannot read the event from" in err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    code, out, err = running.cli(capsys, "invoke", "HealthFunction", "-e", str(broken))
+    assert code == 2 and out == "" and "cannot read the event from" in err
+
+
+def test_invoke_an_unknown_function_names_the_known_ones(
+    running: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = running.cli(capsys, "invoke", "NoSuchFunction")
+    assert code == 2 and "no function 'NoSuchFunction'" in err and "AnalyzerFunction" in err
