@@ -15,7 +15,7 @@ import pytest
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
 from opslake_local.drain import Drainer
-from opslake_local.simulator import MODES, SimAgent, Simulator, followed_modes, plan_task
+from opslake_local.simulator import MODES, SimAgent, Simulator, follow_entries, followed_modes, plan_task
 from opslake_local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -84,6 +84,15 @@ def test_followed_modes_rules() -> None:
     }
     assert followed_modes(ids, "worker_lookup") == {"worker_guessed_id"}
     assert followed_modes(SQL_ENTRY, "sql_question", min_confidence=0.9) == set()
+
+
+def test_follow_entries_keeps_the_followed_ones_in_order() -> None:
+    vague = {"entry_id": "pb_vague", "trigger": "anything", "action": "be careful"}
+    ids = {"entry_id": "pb_ids", "endpoint": "/worker/{id}", "trigger": "reading a worker", "action": "ids"}
+    served = [ids, "not an entry", vague, SQL_ENTRY]
+    assert follow_entries(served, "worker_lookup") == [("pb_ids", {"worker_guessed_id"})]
+    assert follow_entries(served, "sql_question") == [("pb_sql_describe_first", {"sql_guessed_column"})]
+    assert follow_entries(served, "sql_question", min_confidence=0.9) == []
 
 
 def test_a_cycle_records_every_task_kind_and_real_tool_errors(local: Local, stack: LocalStack) -> None:
