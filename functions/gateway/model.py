@@ -5,6 +5,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from cachetools import TTLCache, cached
+
 from opslake import runtime
 from opslake.config import get_settings
 from opslake.ingest.observe import summarize
@@ -26,17 +28,16 @@ state = CachedJsonObject(
     LlmState.model_validate,
     ttl_s=settings.snapshot_cache_s,
 )
-_probe: dict[str, Any] = {}
+#: The last probe's answer, for a minute: callers may poll /model, the endpoint need not be.
+_probe: TTLCache[Any, bool] = TTLCache(maxsize=1, ttl=PROBE_TTL_S, timer=time.monotonic)
 
 
-def reachable(base_url: str, *, now: float | None = None) -> bool:
+@cached(_probe)
+def reachable(base_url: str) -> bool:
     """Whether ``GET {base_url}/models`` gets any HTTP answer below 500 within 2 s (cached 60 s).
 
     No API key is sent: a 401 still proves the endpoint is up, and the key never leaves its store.
     """
-    now = time.monotonic() if now is None else now
-    if _probe.get("url") == base_url and now - _probe["at"] < PROBE_TTL_S:
-        return bool(_probe["ok"])
     request = urllib.request.Request(base_url.rstrip("/") + "/models", method="GET")
     try:
         with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
@@ -45,7 +46,6 @@ def reachable(base_url: str, *, now: float | None = None) -> bool:
         ok = exc.code < 500
     except (urllib.error.URLError, OSError, ValueError):
         ok = False
-    _probe.update(url=base_url, at=now, ok=ok)
     return ok
 
 
