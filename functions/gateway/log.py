@@ -3,6 +3,10 @@
 The logged outcome is its own op record (``source`` ``agent_log``, ``event_kind`` ``log``, the
 agent's endpoint or ``/log``), distinct from the record the middleware writes for the call itself
 (``source`` ``gateway``); the call's record carries the logged record's id as ``logged_op_id``.
+Each part of the report has its own place in the record, so nothing has to be parsed back out of
+a summary: ``attributes.operation`` and ``attributes.result``, the approach verbatim as
+``input_summary`` (up to 2,000 characters, the summaries' limit), the context as ``output_summary``
+(and ``attributes.context``, cut at the attributes' 1,000 characters).
 """
 
 from typing import Annotated, Literal
@@ -17,13 +21,14 @@ from opslake.http.bodies import parse_body
 from opslake.http.identity import caller_key_id
 from opslake.http.responses import json_response
 from opslake.ingest.observe import SESSION_HEADER, TRACE_HEADER, summarize
-from opslake.models.ops import MAX_ID_CHARS, Id, OpInput, now_utc
+from opslake.ingest.redact import redact
+from opslake.models.ops import MAX_ID_CHARS, MAX_SUMMARY_CHARS, Id, OpInput, now_utc
 from opslake.tools.app import create_tool_app
 
 settings = get_settings()
 settings.require("ops_queue_url")
 app = create_tool_app()
-MAX_TEXT_CHARS = 2_000
+MAX_TEXT_CHARS = MAX_SUMMARY_CHARS  # so the approach and the context fit their summaries uncut
 
 
 class LogRequest(BaseModel):
@@ -36,6 +41,14 @@ class LogRequest(BaseModel):
     task_class: Id | None = None
     endpoint: Id | None = Field(default=None, description="the tool or route the outcome is about")
     op_id: Id | None = Field(default=None, description="idempotency key; a ULID is assigned when missing")
+
+
+def redacted_approach(operation: str, approach: str) -> str:
+    """The approach, redacted as if it still followed the operation: "rotate api_key" then
+    "s3cr3t …" is a secret only when read together (as /log records once stored them), and the
+    ingest path redacts each field alone."""
+    joined, head = redact(f"{operation}: {approach}"), redact(operation) + ": "
+    return joined[len(head) :] if joined.startswith(head) else redact(approach)
 
 
 def log_record(body: LogRequest, headers: dict[str, str]) -> OpInput:
@@ -55,8 +68,8 @@ def log_record(body: LogRequest, headers: dict[str, str]) -> OpInput:
             "task_class": body.task_class,
             "session_id": headers.get(SESSION_HEADER) or None,
             "trace_id": headers.get(TRACE_HEADER) or None,
-            "input_summary": f"{body.operation}: {body.approach}",
-            "output_summary": body.result + (f": {body.context}" if body.context else ""),
+            "input_summary": redacted_approach(body.operation, body.approach),
+            "output_summary": body.context or None,
             "error_type": "agent_reported_failure" if failed else None,
             "error": (body.context or body.approach) if failed else None,
             "attributes": attributes,

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from opslake.models import QueuedOp
+from opslake.models.ops import MAX_SUMMARY_CHARS
 from opslake.query.base import (
     Column,
     QueryError,
@@ -218,9 +219,10 @@ def test_log_enqueues_its_own_record_distinct_from_the_call(aws: Aws, tool: Call
     assert (logged.endpoint, logged.event_kind, logged.success, logged.task_class) == (
         "/match", "log", True, "staffing_fill"
     )  # fmt: skip
-    assert logged.input_summary == f"{LOGGED['operation']}: {LOGGED['approach']}"
-    assert logged.output_summary == "success"
+    # each part in its own place: nothing to parse back out of a summary
     assert logged.attributes == {"operation": "fill staffing order", "result": "success"}
+    assert logged.input_summary == LOGGED["approach"]
+    assert logged.output_summary is None  # no context
     assert logged.reporter_id == logged.agent_id == aws.key_name
     assert (call.endpoint, call.success, call.output_summary) == ("/log", True, "logged success")
     assert call.attributes["logged_op_id"] == body["op_id"] and call.reporter_id == aws.key_name
@@ -243,6 +245,35 @@ def test_a_logged_failure_is_a_failed_op_with_the_context_as_error(
     assert (logged.endpoint, logged.success, logged.error_type) == ("/log", False, "agent_reported_failure")
     assert logged.error == "no certified welders in Austin"
     assert logged.attributes["context"] == "no certified welders in Austin"
+    assert logged.output_summary == "no certified welders in Austin"
+    assert (logged.attributes["operation"], logged.attributes["result"]) == ("fill staffing order", "failure")
+
+
+def test_a_long_approach_and_context_are_kept_whole(aws: Aws, tool: Callable[..., Any]) -> None:
+    _, invoke = tool("log")
+    approach, context = "a" * MAX_SUMMARY_CHARS, "c" * MAX_SUMMARY_CHARS
+    status, _, _ = invoke(
+        "POST", "/log", {**LOGGED, "operation": "o" * 200, "approach": approach, "context": context}
+    )
+    assert status == 202
+    logged = next(op for op in records(aws) if op.source == "agent_log")
+    assert (logged.input_summary, logged.output_summary, logged.attributes["operation"]) == (
+        approach,
+        context,
+        "o" * 200,
+    )
+
+
+def test_a_secret_split_between_operation_and_approach_is_still_redacted(
+    aws: Aws, tool: Callable[..., Any]
+) -> None:
+    _, invoke = tool("log")
+    status, _, _ = invoke(
+        "POST", "/log", {**LOGGED, "operation": "rotate api_key", "approach": "s3cr3tvalue then restart"}
+    )
+    assert status == 202
+    logged = next(op for op in records(aws) if op.source == "agent_log")
+    assert logged.input_summary == "[REDACTED] then restart" and "s3cr3t" not in logged.model_dump_json()
 
 
 @pytest.mark.parametrize(

@@ -40,12 +40,27 @@ def sql_success(i: int, agent: str, city: str = "Austin") -> SuccessRow:
     )  # fmt: skip
 
 
-def log_row(i: int, agent: str, operation: str, approach: str, result: str = "success") -> LogRow:
+def log_row(
+    i: int, agent: str, operation: str, approach: str, result: str = "success", context: str | None = None
+) -> LogRow:
+    """A /log record as the evidence query reads it (see functions/gateway/log.py)."""
     return LogRow(
         op_id=f"op-log-{agent}-{i}", endpoint="/match", agent_id=agent, ts=T0 + timedelta(minutes=i),
-        success=result != "failure", task_class="staffing_fill", input_summary=f"{operation}: {approach}",
-        output_summary=result,
+        success=result != "failure", task_class="staffing_fill", operation=operation, result=result,
+        input_summary=approach, output_summary=context,
     )  # fmt: skip
+
+
+def packed_log_row(
+    i: int, agent: str, operation: str, approach: str, result: str = "success", context: str | None = None
+) -> LogRow:
+    """The same record as /log wrote it before each part had its own column (no ``operation``)."""
+    fields = log_row(i, agent, operation, approach, result).model_dump(exclude={"operation", "result"})
+    packed = {
+        "input_summary": f"{operation}: {approach}",
+        "output_summary": result + (f": {context}" if context else ""),
+    }
+    return LogRow.model_validate({**fields, **packed, "operation": None, "result": None})
 
 
 def diagnosis(agent_count: int = 3, avoid: bool = True, **fields: Any) -> Diagnosis:
@@ -123,6 +138,42 @@ def test_log_groups_by_operation_with_do_and_avoid() -> None:
     draft = heuristic_draft(do)
     assert (draft.trigger, draft.action, draft.kind) == ("fill a shift", "match on city and state", "do")
     assert heuristic_draft(groups[0]).action == "Avoid: match on zip"
+
+
+def test_log_rows_read_each_part_from_its_own_field() -> None:
+    row = log_row(1, "a", "fill a shift: nights", "match on role: welder", "failure", "no rows: too narrow")
+    assert (row.operation, row.approach, row.outcome) == (
+        "fill a shift: nights",
+        "match on role: welder",
+        "failure",
+    )
+    assert row.evidence == "fill a shift: nights: match on role: welder → failure: no rows: too narrow"
+    logs = [log_row(i, f"a{i}", "fill a shift: nights", "match on role: welder") for i in range(3)]
+    (group,) = candidate_groups([], logs)
+    assert (group.operation, group.approaches) == ("fill a shift: nights", ("match on role: welder",))
+
+
+def test_records_from_the_old_packed_format_read_as_before() -> None:
+    old = packed_log_row(1, "a", "fill a shift", "match on zip", "failure", "no rows: too narrow")
+    assert old == log_row(1, "a", "fill a shift", "match on zip", "failure", "no rows: too narrow")
+    assert old.evidence == "fill a shift: match on zip → failure: no rows: too narrow"
+    bare = LogRow.model_validate(
+        {"op_id": "x", "endpoint": "/log", "agent_id": "a", "ts": T0, "success": True,
+         "input_summary": "staff a job", "output_summary": None}
+    )  # fmt: skip
+    assert (bare.operation, bare.approach, bare.outcome) == ("staff a job", "staff a job", "success")
+
+
+@pytest.mark.parametrize("result", ["success", "lesson", "failure"])
+def test_the_same_reports_make_the_same_entries_in_either_format(result: str) -> None:
+    reports = [
+        (i, f"agent-{i % 3}", "fill a shift", f"match on city {i % 2}", result, "saw 3 rows")
+        for i in range(6)
+    ]
+    new = candidate_groups([], [log_row(*r) for r in reports])
+    old = candidate_groups([], [packed_log_row(*r) for r in reports])
+    assert new == old and len(new) == 1
+    assert merge_candidates([], distilled(new), now=NOW) == merge_candidates([], distilled(old), now=NOW)
 
 
 def test_avoid_diagnoses_become_candidates_with_enough_agents() -> None:

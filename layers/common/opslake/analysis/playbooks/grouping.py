@@ -9,10 +9,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from opslake.analysis.signatures import input_template, normalize
 from opslake.models.analysis import Diagnosis
@@ -46,8 +47,10 @@ class SuccessRow(BaseModel):
 
 
 class LogRow(BaseModel):
-    """A ``POST /log`` record (``event_kind`` ``log``): ``input_summary`` is "operation: approach",
-    ``output_summary`` is "result" or "result: context" (see functions/gateway/log.py)."""
+    """A ``POST /log`` record (``event_kind`` ``log``) as the consolidator's evidence query selects it,
+    each part of the report read from its own column (see functions/gateway/log.py): ``operation``
+    and ``result`` are the record's attributes of those names, ``input_summary`` is the approach
+    verbatim and ``output_summary`` the context (None without one)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -57,23 +60,44 @@ class LogRow(BaseModel):
     ts: UtcMs
     success: bool
     task_class: str | None = None
-    input_summary: str | None = None
-    output_summary: str | None = None
+    operation: str = ""  # attributes['operation']
+    result: str | None = None  # attributes['result']: success, failure or lesson
+    input_summary: str | None = None  # the approach
+    output_summary: str | None = None  # the context
 
-    @property
-    def operation(self) -> str:
-        return (self.input_summary or "").partition(": ")[0].strip()
+    @model_validator(mode="before")
+    @classmethod
+    def _packed_record(cls, data: Any) -> Any:
+        """The one place that parses: records logged before the parts had their own columns (still in
+        the lake, no ``operation`` attribute) packed "operation: approach" into ``input_summary`` and
+        "result" or "result: context" into ``output_summary``. Unpacked here into the fields above,
+        reading them as the consolidator always did."""
+        if not isinstance(data, Mapping) or data.get("operation") is not None:
+            return data
+        operation, sep, approach = (data.get("input_summary") or "").partition(": ")
+        result, _, context = (data.get("output_summary") or "").partition(":")
+        return {
+            **data,
+            "operation": operation,
+            "input_summary": approach if sep else operation,
+            "result": result,
+            "output_summary": context.strip() or None,
+        }
 
     @property
     def approach(self) -> str:
-        operation, sep, approach = (self.input_summary or "").partition(": ")
-        return approach.strip() if sep else operation.strip()
+        return (self.input_summary or "").strip()
 
     @property
-    def result(self) -> str:
-        return (self.output_summary or "").partition(":")[0].strip().lower() or (
-            "success" if self.success else "failure"
-        )
+    def outcome(self) -> str:
+        """success, failure or lesson (a record without a result: from ``success``)."""
+        return (self.result or "").strip().lower() or ("success" if self.success else "failure")
+
+    @property
+    def evidence(self) -> str:
+        """The report as one line of evidence: "operation: approach → result[: context]"."""
+        context = f": {self.output_summary}" if self.output_summary else ""
+        return f"{self.operation}: {self.input_summary or ''} → {self.outcome}{context}"
 
 
 @dataclass(frozen=True)
@@ -139,7 +163,7 @@ def _excerpts(texts: Iterable[str | None]) -> tuple[str, ...]:
 
 def _log_kind(log: LogRow) -> EntryKind:
     """A logged success or lesson teaches what to do; a logged failure what to avoid."""
-    return "do" if log.success and log.result != "failure" else "avoid"
+    return "do" if log.success and log.outcome != "failure" else "avoid"
 
 
 def candidate_groups(
@@ -167,10 +191,11 @@ def candidate_groups(
         by_success[_key("successes", row.endpoint, row.task_class, _short_hash(template))].append(row)
     by_log: dict[str, list[LogRow]] = defaultdict(list)
     for log in logs:
-        if not log.operation:
+        operation = log.operation.strip()
+        if not operation:
             continue
-        operation = normalize(log.operation).lower()
-        by_log[_key("log", log.endpoint, log.task_class, _log_kind(log), _short_hash(operation))].append(log)
+        digest = _short_hash(normalize(operation).lower())
+        by_log[_key("log", log.endpoint, log.task_class, _log_kind(log), digest)].append(log)
 
     groups: list[CandidateGroup] = []
     for key, rows in by_success.items():
@@ -193,6 +218,7 @@ def candidate_groups(
             continue
         logs_.sort(key=lambda r: (r.ts, r.op_id))
         head = logs_[0]
+        operation = head.operation.strip()
         # the approach reported by most distinct agents first (ties: the shorter, then alphabetical)
         reporters: dict[str, set[str]] = defaultdict(set)
         for log in logs_:
@@ -201,11 +227,11 @@ def candidate_groups(
         groups.append(
             CandidateGroup(
                 group_key=key, source="log", kind=_log_kind(head),
-                endpoint=head.endpoint, task_class=head.task_class, template=normalize(head.operation),
+                endpoint=head.endpoint, task_class=head.task_class, template=normalize(operation),
                 op_ids=tuple(r.op_id for r in logs_[-MAX_EVIDENCE:]), agents=_rank_agents(logs_),
-                agent_count=len(agents), count=len(logs_), operation=head.operation,
+                agent_count=len(agents), count=len(logs_), operation=operation,
                 approaches=tuple(approaches),
-                excerpts=_excerpts(f"{r.input_summary} → {r.output_summary}" for r in logs_),
+                excerpts=_excerpts(r.evidence for r in logs_),
             )
         )  # fmt: skip
     newest: dict[str, Diagnosis] = {}

@@ -1,0 +1,111 @@
+"""POST /log → queue → writer → the lake → the consolidator's evidence query → LogRow, on the local
+stack: every part of a report comes back from its own column, whatever punctuation it contains."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+from opslake.analysis.playbooks import LogRow, candidate_groups, heuristic_draft
+from opslake.config import load_settings
+from opslake.jobs.consolidator import evidence_sql
+from opslake.models.window import Window
+from opslake.query.embedded import EmbeddedEngine
+from opslake_local.drain import Drainer
+from opslake_local.http import LocalApi
+from opslake_local.stack import QUIET_ENV, LocalStack
+
+pytestmark = pytest.mark.integration
+
+# ": " inside the operation and the approach: the old packed "operation: approach" split it wrongly
+REPORT = {
+    "operation": "fill a shift: night crew",
+    "approach": "match by role: welder, then by city: Austin",
+    "result": "failure",
+    "context": "no rows: the city filter was too narrow",
+    "task_class": "staffing_fill",
+    "endpoint": "/match",
+}
+
+
+@dataclass
+class Local:
+    stack: LocalStack
+    drainer: Drainer
+    http: httpx.Client
+
+    def log(self, **change: str) -> str:
+        assert self.stack.api_key is not None
+        answer = self.http.post(
+            "/log", json={**REPORT, **change}, headers={"x-api-key": self.stack.api_key.value}
+        )
+        assert answer.status_code == 202, answer.text
+        return str(answer.json()["op_id"])
+
+    def evidence(self) -> dict[str, LogRow]:
+        """The /log rows the consolidator would read from the lake, by op id."""
+        assert self.drainer.drain().failed == 0
+        settings = load_settings()
+        now = datetime.now(UTC)
+        window = Window(now - timedelta(hours=1), now + timedelta(minutes=1))
+        rows = EmbeddedEngine.from_settings(settings).run(evidence_sql(settings.ops_table, window)).records()
+        return {r["op_id"]: LogRow.model_validate(r) for r in rows if r.get("event_kind") == "log"}
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[Local]:
+    with LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack:
+        invoker = stack.invoker()
+        api = LocalApi(stack, invoker)
+        base_url = api.start()
+        try:
+            with httpx.Client(base_url=base_url, timeout=30) as client:
+                yield Local(stack, Drainer(stack, invoker), client)
+        finally:
+            api.stop()
+
+
+def test_an_operation_with_a_colon_round_trips_intact(local: Local) -> None:
+    op_id = local.log()
+    row = local.evidence()[op_id]
+    assert (row.operation, row.approach, row.result, row.output_summary) == (
+        REPORT["operation"], REPORT["approach"], "failure", REPORT["context"],
+    )  # fmt: skip
+    assert (row.endpoint, row.task_class, row.success, row.outcome) == (
+        "/match",
+        "staffing_fill",
+        False,
+        "failure",
+    )
+    assert row.evidence == (
+        "fill a shift: night crew: match by role: welder, then by city: Austin → "
+        "failure: no rows: the city filter was too narrow"
+    )
+
+
+def test_a_report_without_context_has_no_output_summary(local: Local) -> None:
+    op_id = local.log(result="lesson", context="", approach="ask /match with a 25 mile radius")
+    row = local.evidence()[op_id]
+    assert (row.operation, row.approach, row.result, row.output_summary) == (
+        REPORT["operation"], "ask /match with a 25 mile radius", "lesson", None,
+    )  # fmt: skip
+    assert row.evidence == "fill a shift: night crew: ask /match with a 25 mile radius → lesson"
+
+
+def test_three_agents_reporting_it_make_one_group_under_the_whole_operation(local: Local) -> None:
+    logged = [local.log(op_id=f"prov-{i}", result="success", context="") for i in range(3)]
+    rows = [row for op_id, row in local.evidence().items() if op_id in logged]
+    # one key for all three: give them distinct agents as three reporters would be
+    agents = [row.model_copy(update={"agent_id": f"agent-{i}"}) for i, row in enumerate(rows)]
+    (group,) = candidate_groups([], agents)
+    assert (group.operation, group.approaches, group.kind) == (
+        REPORT["operation"],
+        (REPORT["approach"],),
+        "do",
+    )
+    draft = heuristic_draft(group)
+    assert (draft.trigger, draft.action) == (REPORT["operation"], REPORT["approach"])
