@@ -5,24 +5,33 @@ interface (the embedded engine on the local stack, or Athena) with plain Athena 
 tables ``ops``, ``signatures``, ``diagnoses`` and ``playbooks``. A table that does not exist yet,
 or has no rows, gives its section a "no data yet" note instead of failing the report.
 
+The page is the Jinja2 template ``templates/report.html`` (with ``report.css``), rendered with
+autoescaping on: every value from the lake is escaped (op text is written by agents, so it is
+untrusted); only the SVG charts, which :mod:`opslake_local.svg` builds from numbers and escaped
+text, and the constant script below enter the page as markup. This module turns query results into
+what the template shows: sections of charts, tables and notes, every cell already formatted.
+
 The file needs nothing else: no CDN, no web fonts, no external URL; styles are inline and the
-charts are inline SVG (:mod:`opslake_local.svg`). Every value from the lake is HTML-escaped (op
-text is written by agents, so it is untrusted). One small inline script, allowed by the page's
-Content-Security-Policy through its SHA-256 hash, only marks each chart with its rendered size
-(``data-rendered``), which the browser test reads.
+charts are inline SVG. One small inline script, allowed by the page's Content-Security-Policy
+through its SHA-256 hash, only marks each chart with its rendered size (``data-rendered``), which
+the browser test reads.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from html import escape
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from opslake.query.base import QueryEngine, QueryError
 from opslake_local import svg
@@ -67,18 +76,6 @@ RENDER_MARK_SCRIPT = (
     "c.setAttribute('data-rendered',Math.round(b.width)+'x'+Math.round(b.height));});"
     "document.body.setAttribute('data-charts',String(document.querySelectorAll('svg.chart').length));"
 )
-CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1180px;color:#111827;
-background:#f9fafb;padding:0 16px}
-h1{font-size:24px;margin-bottom:4px}h2{font-size:18px;margin-top:0}
-section{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:16px 20px;margin:16px 0}
-table{border-collapse:collapse;width:100%;font-size:12px}th,td{border-bottom:1px solid #e5e7eb;padding:4px 6px;
-text-align:left;vertical-align:top}th{background:#f3f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.note{color:#6b7280;font-style:italic}.nodata{color:#92400e;background:#fffbeb;border:1px solid #fde68a;
-padding:8px 12px;border-radius:6px}.meta{color:#6b7280;font-size:12px}.kv td:first-child{width:220px;color:#374151}
-.tag{display:inline-block;padding:0 6px;border-radius:4px;font-size:11px}.do{background:#dcfce7}.avoid{background:#fee2e2}
-svg.chart{display:block;margin:8px 0;max-width:100%;height:auto}code{font-size:11px}
-"""
 
 
 @dataclass(frozen=True)
@@ -100,62 +97,112 @@ def fetch(engine: QueryEngine, sql: str, *, timeout_s: float = 60.0) -> Fetched:
         return Fetched([], error=message, missing=missing)
 
 
+# ---- what the template shows --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: its text (escaped by the template), right-aligned when the value is a
+    number, and shown as a coloured label when ``tag`` is set (the tag is its CSS class)."""
+
+    text: str
+    numeric: bool = False
+    tag: str | None = None
+
+
+@dataclass(frozen=True)
+class Chart:
+    """An SVG chart from :mod:`opslake_local.svg` (markup: numbers and escaped text only)."""
+
+    svg: Markup
+    kind: Literal["chart"] = "chart"
+
+
+@dataclass(frozen=True)
+class DataTable:
+    headings: list[str]
+    rows: list[list[Cell]]
+    kind: Literal["table"] = "table"
+
+
+@dataclass(frozen=True)
+class KeyValues:
+    items: list[tuple[str, str]]
+    kind: Literal["key_values"] = "key_values"
+
+
+@dataclass(frozen=True)
+class NoData:
+    """Why a section has nothing to show: ``table`` has no rows (``why``), or its query failed
+    (``error``); without a table, ``why`` says it all."""
+
+    why: str = ""
+    table: str | None = None
+    error: str | None = None
+    kind: Literal["no_data"] = "no_data"
+
+
+Block = Chart | DataTable | KeyValues | NoData
+
+
+@dataclass(frozen=True)
+class Section:
+    anchor: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    note: str = ""
+
+
 # ---- formatting ---------------------------------------------------------------------------------
 def text(value: Any, limit: int = MAX_TEXT) -> str:
-    """A value as escaped HTML text (long text is cut, with the full length noted)."""
+    """A value as text for the page (long text is cut, with "…"); the template escapes it."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
         if not math.isfinite(value):
-            return escape(str(value))
+            return str(value)
         return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, datetime):
-        return escape(value.strftime("%Y-%m-%d %H:%M:%S"))
+        return value.strftime("%Y-%m-%d %H:%M:%S")
     raw = str(value)
     if len(raw) > limit:
         raw = raw[: limit - 1] + "…"
-    return escape(raw)
+    return raw
 
 
 def rate(value: Any) -> str:
     return "" if value is None else f"{float(value) * 100:.1f}%"
 
 
-def html_table(
+def data_table(
     rows: Sequence[Mapping[str, Any]],
     columns: Sequence[tuple[str, str]],
     formats: Mapping[str, Callable[[Any], str]] | None = None,
-) -> str:
-    """An HTML table of ``rows`` with (key, heading) ``columns``; every cell escaped."""
+    tags: Collection[str] = (),
+) -> DataTable:
+    """A table of ``rows`` with (key, heading) ``columns``; ``formats`` format some columns, and
+    ``tags`` columns show their value as a label ("do" and "avoid" get their colour)."""
     formats = formats or {}
-    head = "".join(f"<th>{escape(title)}</th>" for _, title in columns)
     body = []
     for row in rows:
         cells = []
         for key, _ in columns:
             value = row.get(key)
-            numeric = isinstance(value, int | float) and not isinstance(value, bool)
-            cell = formats[key](value) if key in formats else text(value)
-            cells.append(f'<td class="num">{cell}</td>' if numeric else f"<td>{cell}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            shown = formats[key](value) if key in formats else text(value)
+            tag = (shown if shown in ("do", "avoid") else "") if key in tags else None
+            cells.append(Cell(shown, isinstance(value, int | float) and not isinstance(value, bool), tag))
+        body.append(cells)
+    return DataTable([title for _, title in columns], body)
 
 
-def no_data(table: str, fetched: Fetched | None = None) -> str:
+def no_data(table: str, fetched: Fetched | None = None) -> NoData:
     """The "no data yet" note of a section."""
     if fetched is not None and fetched.error and not fetched.missing:
-        return f'<p class="nodata">no data: the query on <code>{escape(table)}</code> failed: {text(fetched.error)}</p>'
+        return NoData(table=table, error=text(fetched.error))
     why = "does not exist yet" if fetched is not None and fetched.missing else "has no rows yet"
-    return f'<p class="nodata">no data yet: table <code>{escape(table)}</code> {why}.</p>'
-
-
-def section(anchor: str, title: str, body: str, note: str = "") -> str:
-    extra = f'<p class="note">{escape(note)}</p>' if note else ""
-    return f'<section id="{escape(anchor)}"><h2>{escape(title)}</h2>{extra}{body}</section>'
+    return NoData(why, table=table)
 
 
 def _num(value: Any) -> float:
@@ -167,9 +214,9 @@ def _num(value: Any) -> float:
 
 
 # ---- sections -----------------------------------------------------------------------------------
-def overview_section(fetched: Fetched) -> str:
+def overview_section(fetched: Fetched) -> Section:
     if not fetched.rows or not fetched.rows[0].get("ops"):
-        return section("overview", "Overview", no_data("ops", fetched))
+        return Section("overview", "Overview", [no_data("ops", fetched)])
     row = fetched.rows[0]
     ops, failures = int(row["ops"]), int(row["failures"] or 0)
     items = [
@@ -180,8 +227,7 @@ def overview_section(fetched: Fetched) -> str:
         ("first op", text(row.get("first_ts"))),
         ("last op", text(row.get("last_ts"))),
     ]
-    rows = "".join(f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in items)
-    return section("overview", "Overview", f'<table class="kv">{rows}</table>')
+    return Section("overview", "Overview", [KeyValues(items)])
 
 
 def _arm(cycle: Mapping[str, Any]) -> str:
@@ -192,14 +238,12 @@ def _arm(cycle: Mapping[str, Any]) -> str:
     return "agents"
 
 
-def cycles_section(summary: Mapping[str, Any] | None) -> str:
+def cycles_section(summary: Mapping[str, Any] | None) -> Section:
     """Failure rate per cycle, one line per arm (from the demo's summary)."""
     title = "Failure rate per cycle, with and without playbooks"
     cycles = [c for c in (summary or {}).get("cycles", []) if isinstance(c, Mapping)]
     if not cycles:
-        return section(
-            "cycles", title, '<p class="nodata">no data yet: no demo summary was given to the report.</p>'
-        )
+        return Section("cycles", title, [NoData("no demo summary was given to the report")])
     series: dict[str, list[tuple[float, float]]] = {}
     for cycle in cycles:
         series.setdefault(_arm(cycle), []).append((_num(cycle.get("cycle")), _num(cycle.get("failure_rate"))))
@@ -214,20 +258,20 @@ def cycles_section(summary: Mapping[str, Any] | None) -> str:
     facts = {
         k: v for k, v in (summary or {}).items() if k != "cycles" and isinstance(v, str | int | float | bool)
     }
-    table = ""
+    blocks: list[Block] = [Chart(chart)]
     if facts:
-        rows = "".join(f"<tr><td>{text(k)}</td><td>{text(v)}</td></tr>" for k, v in facts.items())
-        table = f'<table class="kv">{rows}</table>'
+        blocks.append(KeyValues([(text(k), text(v)) for k, v in facts.items()]))
     columns = [("cycle", "cycle"), ("arm", "arm"), ("tool_calls", "tool calls"),
                ("tool_failures", "failed calls"), ("failure_rate", "failure rate")]  # fmt: skip
     shown = [{**c, "arm": _arm(c)} for c in cycles]
-    return section("cycles", title, chart + table + html_table(shown, columns, {"failure_rate": rate}))
+    blocks.append(data_table(shown, columns, {"failure_rate": rate}))
+    return Section("cycles", title, blocks)
 
 
-def hourly_section(fetched: Fetched) -> str:
+def hourly_section(fetched: Fetched) -> Section:
     title = "Failure rate per hour (all op records)"
     if not fetched.rows:
-        return section("hourly", title, no_data("ops", fetched))
+        return Section("hourly", title, [no_data("ops", fetched)])
     points = []
     labels = []
     for i, row in enumerate(fetched.rows):
@@ -242,13 +286,13 @@ def hourly_section(fetched: Fetched) -> str:
         y_max=svg.nice_max(max(y for _, y in points) or 0.1),
         percent=True,
     )
-    return section("hourly", title, chart)
+    return Section("hourly", title, [Chart(chart)])
 
 
-def signatures_section(fetched: Fetched) -> str:
+def signatures_section(fetched: Fetched) -> Section:
     title = "Failures by signature"
     if not fetched.rows:
-        return section("signatures", title, no_data("signatures", fetched))
+        return Section("signatures", title, [no_data("signatures", fetched)])
     labels = [
         f"{r.get('endpoint')} · {r.get('error_type') or '?'} · {r.get('signature_id')}" for r in fetched.rows
     ]
@@ -264,13 +308,13 @@ def signatures_section(fetched: Fetched) -> str:
     columns = [("signature_id", "signature"), ("endpoint", "endpoint"), ("error_type", "error type"),
                ("template", "template"), ("count", "failures"), ("agent_count", "agents"),
                ("variant_count", "variants"), ("diagnoses", "diagnoses"), ("last_seen", "last seen")]  # fmt: skip
-    return section("signatures", title, chart + html_table(fetched.rows, columns))
+    return Section("signatures", title, [Chart(chart), data_table(fetched.rows, columns)])
 
 
-def latency_section(fetched: Fetched) -> str:
+def latency_section(fetched: Fetched) -> Section:
     title = "Latency by endpoint (p50 / p95, ms)"
     if not fetched.rows:
-        return section("latency", title, no_data("ops", fetched))
+        return Section("latency", title, [no_data("ops", fetched)])
     labels = [str(r.get("endpoint")) for r in fetched.rows]
     chart = svg.bar_chart(
         labels,
@@ -281,15 +325,15 @@ def latency_section(fetched: Fetched) -> str:
         title="Latency per endpoint, p50 and p95 in milliseconds",
     )
     columns = [("endpoint", "endpoint"), ("ops", "ops"), ("p50", "p50 ms"), ("p95", "p95 ms")]
-    return section("latency", title, chart + html_table(fetched.rows, columns))
+    return Section("latency", title, [Chart(chart), data_table(fetched.rows, columns)])
 
 
-def playbooks_section(fetched: Fetched) -> str:
+def playbooks_section(fetched: Fetched) -> Section:
     title = "Playbook entries: evidence and efficacy"
     if not fetched.rows:
-        return section("playbooks", title, no_data("playbooks", fetched))
+        return Section("playbooks", title, [no_data("playbooks", fetched)])
     measured = [r for r in fetched.rows if r.get("failure_rate_before") is not None]
-    chart = ""
+    blocks: list[Block] = []
     if measured:
         chart = svg.bar_chart(
             [f"{r.get('entry_id')} ({r.get('endpoint') or r.get('task_class') or 'any'})" for r in measured],
@@ -301,39 +345,57 @@ def playbooks_section(fetched: Fetched) -> str:
             percent=True,
             label_width=280,
         )
-
-    def kind(value: Any) -> str:
-        label = text(value)
-        return f'<span class="tag {label if label in ("do", "avoid") else ""}">{label}</span>'
-
+        blocks.append(Chart(chart))
     columns = [("entry_id", "entry"), ("kind", "kind"), ("status", "status"), ("endpoint", "endpoint"),
                ("task_class", "task class"), ("trigger", "trigger"), ("action", "action"),
                ("confidence", "confidence"), ("evidence", "evidence ops"), ("evidence_agent_count", "agents"),
                ("ops_before", "ops before"), ("failure_rate_before", "failure rate before"),
                ("ops_after", "ops after"), ("failure_rate_after", "failure rate after"),
                ("published_at", "published")]  # fmt: skip
-    formats = {"kind": kind, "failure_rate_before": rate, "failure_rate_after": rate}
+    formats = {"failure_rate_before": rate, "failure_rate_after": rate}
+    blocks.append(data_table(fetched.rows, columns, formats, tags={"kind"}))
     note = "" if measured else "efficacy is not measured yet for any entry"
-    return section("playbooks", title, chart + html_table(fetched.rows, columns, formats), note)
+    return Section("playbooks", title, blocks, note)
 
 
-def diagnoses_section(fetched: Fetched) -> str:
+def diagnoses_section(fetched: Fetched) -> Section:
     title = "Diagnoses"
     if not fetched.rows:
-        return section("diagnoses", title, no_data("diagnoses", fetched))
+        return Section("diagnoses", title, [no_data("diagnoses", fetched)])
     columns = [("created_at", "when"), ("diagnosis_id", "diagnosis"), ("signature_id", "signature"),
                ("endpoint", "endpoint"),
                ("category", "category"), ("template", "template"), ("cause", "cause"),
                ("agent_adjustment", "adjustment"), ("avoid", "avoid"), ("confidence", "confidence"),
                ("diagnosed_by", "diagnosed by"), ("failure_count", "failures"), ("agent_count", "agents"),
                ("evidence", "evidence ops")]  # fmt: skip
-    return section("diagnoses", title, html_table(fetched.rows, columns))
+    return Section("diagnoses", title, [data_table(fetched.rows, columns)])
 
 
 # ---- the page -----------------------------------------------------------------------------------
 def script_hash(script: str = RENDER_MARK_SCRIPT) -> str:
     """The CSP source that allows exactly this inline script."""
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
+def _escape(value: Any) -> Markup:
+    """How the template escapes a value: markup stays as it is, anything else goes through
+    :func:`html.escape` (the entities the report has always written, e.g. ``&quot;``)."""
+    return value if isinstance(value, Markup) else Markup(html.escape(str(value)))
+
+
+@cache
+def environment() -> Environment:
+    """The report's Jinja2 environment: the package's templates, autoescaping always on, and an
+    error (not an empty string) for a name the template uses but is not given."""
+    return Environment(
+        loader=PackageLoader("opslake_local", "templates"),
+        autoescape=True,
+        finalize=_escape,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
 def build_report(
@@ -361,30 +423,18 @@ def build_report(
         playbooks_section(results["playbooks"]),
         diagnoses_section(results["diagnoses"]),
     ]
-    nav = " · ".join(
-        f'<a href="#{a}">{escape(t)}</a>'
-        for a, t in (
-            ("overview", "overview"),
-            ("cycles", "cycles"),
-            ("hourly", "hourly"),
-            ("signatures", "signatures"),
-            ("latency", "latency"),
-            ("playbooks", "playbooks"),
-            ("diagnoses", "diagnoses"),
-        )
-    )
-    csp = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {script_hash()}"
     return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp)}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<h1>{escape(title)}</h1>"
-        f'<p class="meta">generated {escape(generated_at.strftime("%Y-%m-%d %H:%M:%S UTC"))} · engine '
-        f"{escape(engine.name)} · tables {escape(', '.join(TABLES))}</p><nav>{nav}</nav>"
-        + "".join(sections)
-        + f"<script>{RENDER_MARK_SCRIPT}</script></body></html>\n"
+        environment()
+        .get_template("report.html")
+        .render(
+            title=title,
+            csp=f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {script_hash()}",
+            generated_at=generated_at.strftime("%Y-%m-%d %H:%M:%S UTC"),
+            engine=engine.name,
+            tables=", ".join(TABLES),
+            sections=sections,
+            script=Markup(RENDER_MARK_SCRIPT),  # a constant; the CSP allows exactly it by its hash
+        )
     )
 
 

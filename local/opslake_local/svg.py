@@ -2,7 +2,9 @@
 
 Each function returns one ``<svg class="chart">`` element with a ``<title>`` and ``aria-label``
 (screen readers and browsers' tooltips), fixed pixel size and no external resources. All text
-is HTML-escaped: labels come from op records, which agents wrote.
+is HTML-escaped here (labels come from op records, which agents wrote) and everything else is a
+number formatted here or a constant, so a chart is returned as :class:`~markupsafe.Markup`: the
+report's autoescaping template puts it in the page as it is.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
+
+from markupsafe import Markup
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
@@ -95,7 +99,7 @@ def line_chart(
     height: int = 280,
     y_max: float | None = None,
     percent: bool = False,
-) -> str:
+) -> Markup:
     """One polyline (with a dot per point) per series; ``series`` maps a name to (x, y) points."""
     _, head = _open(title, width, height)
     names = [name for name, points in series.items() if points]
@@ -139,7 +143,7 @@ def line_chart(
         f'<text x="12" y="{top + plot_h / 2:.1f}" text-anchor="middle" {FONT} '
         f'transform="rotate(-90 12 {top + plot_h / 2:.1f})">{escape(y_label)}</text>'
     )
-    return head + "".join(body) + "</svg>"
+    return Markup(head + "".join(body) + "</svg>")
 
 
 def bar_chart(
@@ -152,7 +156,7 @@ def bar_chart(
     bar_height: int = 12,
     label_width: int = 220,
     percent: bool = False,
-) -> str:
+) -> Markup:
     """Horizontal bars, one group per label and one bar per series in it (a single series is a
     plain bar chart). Long labels are cut to 40 characters (the full text is in the bar's title)."""
     names = list(series)
@@ -193,4 +197,4 @@ def bar_chart(
     legend_y = top + group_h * len(labels) + 32
     if len(names) > 1 or value_label:
         body.append(_legend(names if len(names) > 1 else [value_label], left, legend_y))
-    return head + "".join(body) + "</svg>"
+    return Markup(head + "".join(body) + "</svg>")

@@ -8,6 +8,8 @@ import io
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from html import escape
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +244,53 @@ def test_cli_report_writes_the_file(lake: LocalStack, tmp_path: Path) -> None:
     assert "pb_sql_describe" in html
     write_report(tmp_path / "again" / "r.html", html)
     assert (tmp_path / "again" / "r.html").read_text() == html
+
+
+ATTRIBUTE_BREAKOUT = '"><img src=x onerror=alert(1)>'
+ALLOWED_TAGS = {
+    "html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "nav", "a", "section", "code",
+    "table", "thead", "tbody", "tr", "th", "td", "span", "script",
+    "svg", "rect", "line", "text", "polyline", "circle",
+}  # fmt: skip
+
+
+class _Tags(HTMLParser):
+    """Every start tag of a page with its attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_agent_written_text_in_entries_and_diagnoses_is_escaped(lake: LocalStack) -> None:
+    """Playbook entries and diagnoses carry text that agents (or a model) wrote: whatever it holds,
+    it reads as text in the report and never becomes a tag or an attribute."""
+    hostile = f"{HOSTILE}{ATTRIBUTE_BREAKOUT}"
+    rows = derived_rows(hostile)
+    rows["playbooks"][0] |= {
+        "trigger": f"when {hostile}",
+        "action": f"do {hostile}",
+        "kind": ATTRIBUTE_BREAKOUT,
+    }
+    rows["playbooks"][1] |= {"entry_id": f"pb_{ATTRIBUTE_BREAKOUT}", "task_class": hostile}
+    rows["diagnoses"][0] |= {"cause": f"cause {hostile}", "agent_adjustment": f"adjust {hostile}"}
+    lake.client("glue").create_database(DatabaseInput={"Name": "report_hostile"})
+    write_derived_tables(lake, database="report_hostile", rows=rows)
+
+    html = build_report(engine_for(lake, "report_hostile"), summary={**SUMMARY, "note": hostile})
+
+    assert_self_contained(html)
+    parser = _Tags()
+    parser.feed(html)
+    assert {tag for tag, _ in parser.tags} <= ALLOWED_TAGS
+    assert [tag for tag, _ in parser.tags].count("script") == 1  # only the hashed render marker
+    assert not any(name.startswith("on") for _, attrs in parser.tags for name in attrs)
+    assert "<img" not in html and "<script>alert" not in html
+    breakout = "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"
+    for shown in (f"when {HOSTILE}", f"do {HOSTILE}", f"cause {HOSTILE}", f"adjust {HOSTILE}"):
+        assert escape(shown) + breakout in html  # the whole text, as text
+    assert f'<span class="tag ">{breakout}</span>' in html  # a hostile kind gets no class of its own
+    assert f"pb_{breakout}" in html
