@@ -24,28 +24,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from botocore.exceptions import ClientError
-
+from opslake.lake.conditional import ConditionalJson, StateError, lease_is_held
 from opslake.models.ids import new_ulid
 
-_CONFLICT = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
-_MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
-
-
-class StateError(Exception):
-    """The state object could not be read or written (S3 failed, or its content is not JSON)."""
+__all__ = [
+    "ConditionalJson",
+    "Lease",
+    "LeaseLostError",
+    "RunState",
+    "StateError",
+    "StateStore",
+    "lease_is_held",
+    "run_with_lease",
+]
 
 
 class LeaseLostError(StateError):
     """Another run took the lease (ours expired): this run's commit was refused."""
-
-
-def _error_code(exc: ClientError) -> str:
-    """S3's error code, or the HTTP status when a conditional write answers with no code."""
-    response = exc.response
-    return str(response.get("Error", {}).get("Code", "")) or str(
-        response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
-    )
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -103,58 +98,6 @@ class Lease:
     holder: str
     etag: str
     state: RunState
-
-
-class ConditionalJson:
-    """One JSON object in S3 that only ever changes by conditional writes.
-
-    ``write`` succeeds only if the object still has the ETag the writer read (``IfMatch``), or
-    does not exist yet (``IfNoneMatch="*"``); S3 lets exactly one of two racing writers win. Every
-    lease in opslake (a job's run state, a compaction journal) is built on this one primitive.
-    """
-
-    def __init__(self, s3: Any, bucket: str, key: str) -> None:
-        self._s3 = s3
-        self.bucket = bucket
-        self.key = key
-
-    @property
-    def uri(self) -> str:
-        return f"s3://{self.bucket}/{self.key}"
-
-    def read(self) -> tuple[Any, str | None]:
-        """The parsed document and its ETag; ``(None, None)`` when there is no object yet."""
-        try:
-            response = self._s3.get_object(Bucket=self.bucket, Key=self.key)
-            body = response["Body"].read()
-        except ClientError as exc:
-            if _error_code(exc) in _MISSING:
-                return None, None
-            raise StateError(f"{self.uri} could not be read: {exc}") from exc
-        try:
-            return json.loads(body), str(response["ETag"])
-        except ValueError as exc:
-            # Refuse to go on rather than overwrite a document we cannot read: a human must look.
-            raise StateError(f"{self.uri} is not a valid state object: {exc}") from exc
-
-    def write(self, body: bytes, etag: str | None) -> str | None:
-        """Write ``body`` if the object still has ``etag`` (or is absent when ``etag`` is None);
-        the new ETag, or ``None`` when another writer changed it first."""
-        condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
-        try:
-            response = self._s3.put_object(
-                Bucket=self.bucket, Key=self.key, Body=body, ContentType="application/json", **condition
-            )
-        except ClientError as exc:
-            if _error_code(exc) in _CONFLICT:
-                return None
-            raise StateError(f"{self.uri} could not be written: {exc}") from exc
-        return str(response["ETag"])
-
-
-def lease_is_held(holder: str | None, expires: datetime | None, now: datetime) -> bool:
-    """Whether a lease recorded as ``holder`` until ``expires`` still keeps others out at ``now``."""
-    return bool(holder) and expires is not None and expires > now
 
 
 class StateStore:
