@@ -10,20 +10,31 @@ import pytest
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
 from opslake_local.http import LocalApi
-from opslake_local.loop import LOOP_ENV, LoopResult, run_loop
+from opslake_local.loop import LOOP_ENV, LOOP_STEPS, LoopResult, run_loop
 from opslake_local.stack import QUIET_ENV, LocalStack
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[tuple[LocalStack, LoopResult]]:
+def loop_run() -> Iterator[tuple[LocalStack, LoopResult, list[str]]]:
+    """The loop on a small seed, and the steps it announced (what a progress display shows)."""
+    steps: list[str] = []
     with LocalStack(env_overrides={**QUIET_ENV, **LOOP_ENV}) as stack:
         invoker = stack.invoker()
         api = LocalApi(stack, invoker)
         base_url = api.start()
         try:
-            yield stack, run_loop(stack, invoker, base_url, cycles=3, agents=4, tasks_per_agent=3, seed=11)
+            result = run_loop(
+                stack, invoker, base_url, cycles=3, agents=4, tasks_per_agent=3, seed=11, on_step=steps.append
+            )
+            yield stack, result, steps
         finally:
             api.stop()
+
+
+@pytest.fixture(scope="module")
+def loop(loop_run: tuple[LocalStack, LoopResult, list[str]]) -> tuple[LocalStack, LoopResult]:
+    stack, result, _ = loop_run
+    return stack, result
 
 
 def sql(stack: LocalStack, query: str) -> list[dict[str, object]]:
@@ -66,3 +77,16 @@ def test_the_fleet_that_reads_playbooks_fails_less(loop: tuple[LocalStack, LoopR
     )
     summary = result.summary()
     assert {c["arm"] for c in summary["cycles"]} == {"with playbooks", "without playbooks"}
+
+
+def test_each_cycle_announces_its_steps(loop_run: tuple[LocalStack, LoopResult, list[str]]) -> None:
+    _, result, steps = loop_run
+    assert len(steps) == len(result.rows) * LOOP_STEPS
+    assert steps[:LOOP_STEPS] == [
+        "cycle 1/3, agents with playbooks",
+        "cycle 1/3, agents without playbooks",
+        "cycle 1/3, writer",
+        "cycle 1/3, analyzer",
+        "cycle 1/3, consolidator",
+    ]
+    assert steps[-1] == "cycle 3/3, consolidator"
