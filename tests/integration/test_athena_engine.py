@@ -464,7 +464,7 @@ def test_the_factorys_client_has_standard_retries_that_absorb_throttling(
     else:
         with pytest.raises(
             QueryError,
-            match=rf"throttling requests \(ThrottlingException on start_query_execution, {attempts} attempts\)",
+            match=rf"\(ThrottlingException on start_query_execution, {attempts} attempts\)",
         ):
             engine.run("SELECT 5")
     assert requests["n"] == min(throttled + 1, attempts)  # every attempt is botocore's
