@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from opslake.models.ops import Id, UtcMs
+from opslake.models.ops import OpRow
 from opslake.models.playbooks import MAX_TRACKED_AGENTS, PlaybookEntry
 
 CORRECTION_SOURCE = "overseer_correction"
@@ -51,15 +51,9 @@ CORRECTION_AGAINST = 0.1
 Verdict = Literal["improved", "held", "not_improved", "insufficient_data", "not_measurable"]
 
 
-class OutcomeRow(BaseModel):
+class OutcomeRow(OpRow):
     """An op as efficacy reads it (outcomes and overseer corrections alike)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    op_id: Id
-    endpoint: Id
-    agent_id: Id
-    ts: UtcMs
     success: bool
     task_class: str | None = None
     signature_id: str | None = None  # the failure's signature (from the failures table), if any

@@ -14,6 +14,7 @@ from opslake.models.ops import (
     TRUNCATION_MARK,
     OpInput,
     OpRecord,
+    OpRow,
     QueuedOp,
     now_utc,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "TRUNCATION_MARK",
     "OpInput",
     "OpRecord",
+    "OpRow",
     "QueuedOp",
     "Window",
     "now_utc",

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from opslake.models.ops import Id, UtcMs
+from opslake.models.ops import Id, OpRow, UtcMs
 
 MAX_CAUSE_CHARS = 500
 MAX_ADJUSTMENT_CHARS = 300
@@ -35,15 +35,9 @@ CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
 Confidence = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
-class FailureSample(BaseModel):
+class FailureSample(OpRow):
     """A failed op as the analyzer reads it from ``ops`` (the columns it needs, nothing else)."""
 
-    model_config = ConfigDict(frozen=True)
-
-    op_id: Id
-    endpoint: Id
-    agent_id: Id
-    ts: UtcMs
     ingested_at: UtcMs
     error: str | None = None
     error_type: str | None = None

@@ -136,6 +136,18 @@ class OpRecord(QueuedOp):
 AttributeValue = str | int | float | bool
 
 
+class OpRow(BaseModel):
+    """An op as a learning job reads it back from ``ops``: the columns every job needs. Each job's
+    row adds its own; columns a query selects beyond a row's fields are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    op_id: Id
+    endpoint: Id
+    agent_id: Id
+    ts: UtcMs
+
+
 class OpInput(_OpCore):
     """What an agent runtime may report to ``POST /events``.
 

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
 from opslake.analysis.signatures import input_template, normalize
 from opslake.models.analysis import Diagnosis
-from opslake.models.ops import Id, UtcMs
+from opslake.models.ops import OpRow
 from opslake.models.playbooks import (
     MAX_DRAFT_EXCERPTS,
     MAX_EVIDENCE,
@@ -31,33 +31,21 @@ IGNORED_ENDPOINTS = frozenset({"/log", "/playbooks", "/health", "/stats", "/even
 
 
 # ---- inputs -------------------------------------------------------------------------------------
-class SuccessRow(BaseModel):
+class SuccessRow(OpRow):
     """A successful op as the consolidator reads it from ``ops``."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    op_id: Id
-    endpoint: Id
-    agent_id: Id
-    ts: UtcMs
     task_class: str | None = None
     input_summary: str | None = None
     source: str | None = None
     event_kind: str | None = None
 
 
-class LogRow(BaseModel):
+class LogRow(OpRow):
     """A ``POST /log`` record (``event_kind`` ``log``) as the consolidator's evidence query selects it,
     each part of the report read from its own column (see functions/gateway/log.py): ``operation``
     and ``result`` are the record's attributes of those names, ``input_summary`` is the approach
     verbatim and ``output_summary`` the context (None without one)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    op_id: Id
-    endpoint: Id
-    agent_id: Id
-    ts: UtcMs
     success: bool
     task_class: str | None = None
     operation: str = ""  # attributes['operation']
