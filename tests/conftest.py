@@ -41,6 +41,41 @@ os.environ.update(
 )
 
 
+class _UniquePaths(list[str]):
+    """A loader's search paths where appending a path already listed is a no-op (boto3 appends
+    its own data path for every Session it makes)."""
+
+    def append(self, path: str) -> None:
+        if path not in self:
+            super().append(path)
+
+
+def _share_botocore_loader() -> None:
+    """One botocore data loader per search path for the whole test process.
+
+    moto's ``mock_aws`` resets boto3's default session, and handlers are cold-started per test, so
+    each test made fresh sessions whose loaders parsed the same service-model JSON again (most of
+    the cost of the ``aws`` fixture). A loader is already shared by every client of one session,
+    and its results are read-only; sharing it across sessions changes only how often JSON is parsed.
+    """
+    import botocore.session
+
+    make = botocore.session.create_loader
+    loaders: dict[str | None, Any] = {}
+
+    def create_loader(search_path_string: str | None = None) -> Any:
+        if search_path_string not in loaders:
+            loader = make(search_path_string)
+            loader._search_paths = _UniquePaths(loader.search_paths)
+            loaders[search_path_string] = loader
+        return loaders[search_path_string]
+
+    botocore.session.create_loader = create_loader  # type: ignore[assignment]
+
+
+_share_botocore_loader()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its level from its folder (tests/unit → unit, ...)."""
     for item in items:

@@ -109,9 +109,12 @@ _ts = st.datetimes(
 )
 
 
+_ID_ADAPTER = TypeAdapter(Id)  # built once: building an adapter costs far more than validating
+
+
 def _is_id(value: str) -> bool:
     try:
-        TypeAdapter(Id).validate_python(value)
+        _ID_ADAPTER.validate_python(value)
     except ValidationError:
         return False
     return True
