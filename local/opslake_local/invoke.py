@@ -96,6 +96,16 @@ def reset_shared_caches() -> None:
         runtime.reset()  # clients built for an earlier stack point at its (stopped) moto server
 
 
+def import_cold(module: str, env_overrides: Mapping[str, str]) -> ModuleType:
+    """Import ``module`` with ``env_overrides`` in the environment while it loads (under the lock
+    handlers load with), so that what it creates at import, such as the service's Powertools
+    logger, sees them, as in a cold start. An imported module is returned as it is."""
+    if module in sys.modules:
+        return sys.modules[module]
+    with _IMPORT_LOCK, _environment(env_overrides):
+        return importlib.import_module(module)
+
+
 def load_handler(
     spec: FunctionSpec, module_name: str, env_overrides: Mapping[str, str] | None = None
 ) -> Handler:

@@ -27,9 +27,8 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
-from opslake.runtime import new_client
 from opslake_local.dataset import load_dataset
-from opslake_local.invoke import Invoker, reset_shared_caches
+from opslake_local.invoke import Invoker, import_cold, reset_shared_caches
 from opslake_local.template import Template, TemplateError, find_template
 
 log = logging.getLogger(__name__)
@@ -241,7 +240,11 @@ class LocalStack:
     def client(self, service: str) -> Any:
         """A boto3 client for the moto server (explicit endpoint: works before env is set), with
         the retry configuration of every opslake client."""
-        return new_client(
+        # Importing opslake.runtime creates the service's Powertools logger (through opslake.http),
+        # maybe before start() applies the overrides: it does so under them, so that e.g.
+        # QUIET_ENV's log level holds for the handlers this process runs.
+        runtime = import_cold("opslake.runtime", self.env_overrides)
+        return runtime.new_client(
             service,
             endpoint_url=self.endpoint,
             region_name=self.region,
