@@ -6,7 +6,8 @@ agent's endpoint or ``/log``), distinct from the record the middleware writes fo
 Each part of the report has its own place in the record, so nothing has to be parsed back out of
 a summary: ``attributes.operation`` and ``attributes.result``, the approach verbatim as
 ``input_summary`` (up to 2,000 characters, the summaries' limit), the context as ``output_summary``
-(and ``attributes.context``, cut at the attributes' 1,000 characters).
+(and ``attributes.context``, cut at the attributes' 1,000 characters); ``attributes.log_format``
+says so (records without it were packed the old way; see opslake.models.playbooks).
 """
 
 from typing import Annotated, Literal
@@ -23,6 +24,7 @@ from opslake.http.responses import json_response
 from opslake.ingest.observe import SESSION_HEADER, TRACE_HEADER, summarize
 from opslake.ingest.redact import redact
 from opslake.models.ops import MAX_ID_CHARS, MAX_SUMMARY_CHARS, Id, OpInput, now_utc
+from opslake.models.playbooks import LOG_FORMAT, LOG_FORMAT_ATTRIBUTE
 from opslake.tools.app import create_tool_app
 
 settings = get_settings()
@@ -54,7 +56,11 @@ def redacted_approach(operation: str, approach: str) -> str:
 def log_record(body: LogRequest, headers: dict[str, str]) -> OpInput:
     """The op record of a logged outcome (pure)."""
     failed = body.result == "failure"
-    attributes: dict[str, str | int | float | bool] = {"operation": body.operation, "result": body.result}
+    attributes: dict[str, str | int | float | bool] = {
+        "operation": body.operation,
+        "result": body.result,
+        LOG_FORMAT_ATTRIBUTE: LOG_FORMAT,
+    }
     if body.context:
         attributes["context"] = body.context
     return OpInput.model_validate(

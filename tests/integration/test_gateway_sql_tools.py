@@ -220,7 +220,7 @@ def test_log_enqueues_its_own_record_distinct_from_the_call(aws: Aws, tool: Call
         "/match", "log", True, "staffing_fill"
     )  # fmt: skip
     # each part in its own place: nothing to parse back out of a summary
-    assert logged.attributes == {"operation": "fill staffing order", "result": "success"}
+    assert logged.attributes == {"operation": "fill staffing order", "result": "success", "log_format": "2"}
     assert logged.input_summary == LOGGED["approach"]
     assert logged.output_summary is None  # no context
     assert logged.reporter_id == logged.agent_id == aws.key_name

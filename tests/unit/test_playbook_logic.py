@@ -54,13 +54,15 @@ def log_row(
 def packed_log_row(
     i: int, agent: str, operation: str, approach: str, result: str = "success", context: str | None = None
 ) -> LogRow:
-    """The same record as /log wrote it before each part had its own column (no ``operation``)."""
-    fields = log_row(i, agent, operation, approach, result).model_dump(exclude={"operation", "result"})
+    """The same record as /log wrote it before each part had its own place, as the evidence query
+    reads it: operation and result attributes (/log always wrote those), the approach and context
+    packed into the summaries, no ``log_format`` attribute (NULL)."""
+    fields = log_row(i, agent, operation, approach, result).model_dump(exclude={"log_format"})
     packed = {
         "input_summary": f"{operation}: {approach}",
         "output_summary": result + (f": {context}" if context else ""),
     }
-    return LogRow.model_validate({**fields, **packed, "operation": None, "result": None})
+    return LogRow.model_validate({**fields, **packed, "log_format": None})
 
 
 def diagnosis(agent_count: int = 3, avoid: bool = True, **fields: Any) -> Diagnosis:
@@ -159,9 +161,12 @@ def test_records_from_the_old_packed_format_read_as_before() -> None:
     assert old.evidence == "fill a shift: match on zip → failure: no rows: too narrow"
     bare = LogRow.model_validate(
         {"op_id": "x", "endpoint": "/log", "agent_id": "a", "ts": T0, "success": True,
-         "input_summary": "staff a job", "output_summary": None}
+         "input_summary": "staff a job", "output_summary": None, "operation": None, "log_format": None}
     )  # fmt: skip
     assert (bare.operation, bare.approach, bare.outcome) == ("staff a job", "staff a job", "success")
+    # an old record whose operation holds ": " keeps it whole (its attribute says where it ends)
+    colon = packed_log_row(2, "a", "staff job: welder in Reno, NV", "match on role", "success")
+    assert (colon.operation, colon.approach) == ("staff job: welder in Reno, NV", "match on role")
 
 
 @pytest.mark.parametrize("result", ["success", "lesson", "failure"])

@@ -84,11 +84,11 @@ class ConsolidatorRun(JobReport):
 
 def evidence_sql(table: str, window: Window) -> str:
     """The window's successes and /log records (the model's own calls are not evidence); a /log
-    record's operation and result are its attributes of those names (NULL in other rows and in
-    records logged before they had their own place: :class:`LogRow` reads those the old way)."""
+    record's operation, result and format are its attributes of those names (NULL in other rows;
+    a NULL format is a record packed the old way, which :class:`LogRow` unpacks)."""
     return f"""SELECT op_id, endpoint, agent_id, ts, success, task_class, input_summary, output_summary,
        source, event_kind, element_at(attributes, 'operation') AS operation,
-       element_at(attributes, 'result') AS result
+       element_at(attributes, 'result') AS result, element_at(attributes, 'log_format') AS log_format
 FROM {table}
 WHERE {window_predicate(window)} AND source <> 'llm' AND (success OR event_kind = 'log')"""
 

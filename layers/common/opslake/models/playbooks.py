@@ -38,6 +38,13 @@ Trigger = Annotated[
 Action = Annotated[str, Field(min_length=1, max_length=MAX_ACTION_CHARS, description="what to do (or avoid)")]
 Excerpt = Annotated[str, Field(min_length=1, max_length=MAX_EXCERPT_CHARS)]
 
+#: ``POST /log`` records carry ``attributes.log_format``: each part of the report in its own place
+#: (operation and result in attributes, the approach as ``input_summary``, the context as
+#: ``output_summary``). Records without it were written before, packed as "operation: approach"
+#: and "result: context", and are unpacked once, where the consolidator reads them (``LogRow``).
+LOG_FORMAT_ATTRIBUTE = "log_format"
+LOG_FORMAT = "2"
+
 
 class EntryDraft(BaseModel):
     """What a distiller (model or heuristic) must answer for one candidate group; also the JSON

@@ -19,6 +19,7 @@ from opslake.analysis.signatures import input_template, normalize
 from opslake.models.analysis import Diagnosis
 from opslake.models.ops import OpRow
 from opslake.models.playbooks import (
+    LOG_FORMAT,
     MAX_DRAFT_EXCERPTS,
     MAX_EVIDENCE,
     MAX_TRACKED_AGENTS,
@@ -53,23 +54,32 @@ class LogRow(OpRow):
     input_summary: str | None = None  # the approach
     output_summary: str | None = None  # the context
 
+    #: The record's ``attributes.log_format``: ``None`` (as the evidence query returns it for a
+    #: record without one) means packed the old way; rows built in code are the current format.
+    log_format: str | None = LOG_FORMAT
+
     @model_validator(mode="before")
     @classmethod
     def _packed_record(cls, data: Any) -> Any:
-        """The one place that parses: records logged before the parts had their own columns (still in
-        the lake, no ``operation`` attribute) packed "operation: approach" into ``input_summary`` and
-        "result" or "result: context" into ``output_summary``. Unpacked here into the fields above,
-        reading them as the consolidator always did."""
-        if not isinstance(data, Mapping) or data.get("operation") is not None:
+        """The one place that parses: records logged before the parts had their own places (still
+        in the lake; ``log_format`` NULL) packed "operation: approach" into ``input_summary`` and
+        "result" or "result: context" into ``output_summary``. They already carried the operation
+        and result as attributes; the approach and context are cut out of the summaries here."""
+        if not isinstance(data, Mapping) or data.get("log_format", LOG_FORMAT) is not None:
             return data
-        operation, sep, approach = (data.get("input_summary") or "").partition(": ")
-        result, _, context = (data.get("output_summary") or "").partition(":")
+        packed_operation, sep, approach = (data.get("input_summary") or "").partition(": ")
+        operation = data.get("operation") or packed_operation
+        packed = data.get("input_summary") or ""
+        if packed.startswith(f"{operation}: "):  # an operation that itself holds ": " stays whole
+            approach, sep = packed[len(operation) + 2 :], ": "
+        packed_result, _, context = (data.get("output_summary") or "").partition(":")
         return {
             **data,
             "operation": operation,
             "input_summary": approach if sep else operation,
-            "result": result,
+            "result": data.get("result") or packed_result,
             "output_summary": context.strip() or None,
+            "log_format": LOG_FORMAT,  # unpacked: read like a current record from here on
         }
 
     @property
