@@ -35,7 +35,7 @@ from opslake.query.base import (
     QueryTimeoutError,
     UnsupportedSqlError,
 )
-from opslake.query.sql import sql_string, window_predicate
+from opslake.query.sqltext import sql_string, window_predicate
 
 from ..fakes import FakeEngine
 
@@ -108,7 +108,8 @@ def test_naive_now_is_taken_as_utc() -> None:
 def test_window_crossing_midnight_prunes_on_both_days() -> None:
     predicate = window_predicate(Window.last_hours(NOW, 2))  # 2026-11-20 23:30 → 2026-11-21 01:30
     assert predicate == (
-        "((dt = '2026-11-20' AND hour IN ('23')) OR (dt = '2026-11-21' AND hour IN ('00', '01'))) "
+        "dt >= '2026-11-20' AND dt <= '2026-11-21' "
+        "AND ((dt = '2026-11-20' AND hour IN ('23')) OR (dt = '2026-11-21' AND hour IN ('00', '01'))) "
         "AND ingested_at >= TIMESTAMP '2026-11-20 23:30:12.346' "
         "AND ingested_at < TIMESTAMP '2026-11-21 01:30:12.346'"
     )
@@ -117,7 +118,9 @@ def test_window_crossing_midnight_prunes_on_both_days() -> None:
 def test_window_within_one_day() -> None:
     window = Window.last_hours(datetime(2026, 11, 21, 18, 5, tzinfo=UTC), 3)
     assert window.partitions() == [("2026-11-21", h) for h in ("15", "16", "17", "18")]
-    assert window_predicate(window).startswith("((dt = '2026-11-21' AND hour IN ('15', '16', '17', '18')))")
+    assert window_predicate(window).startswith(
+        "dt >= '2026-11-21' AND dt <= '2026-11-21' AND ((dt = '2026-11-21' AND hour IN ('15', '16', '17', '18')))"
+    )
 
 
 def test_longest_window_spans_eight_days() -> None:
@@ -125,7 +128,8 @@ def test_longest_window_spans_eight_days() -> None:
     days = sorted({dt for dt, _ in window.partitions()})
     assert days == [f"2026-11-{d}" for d in range(14, 22)]
     predicate = window_predicate(window)
-    # whole days are pruned by dt alone; the two edge days name their hours
+    # the days as a range (pruned by any engine), whole days by dt alone, the edge days by hour
+    assert predicate.startswith("dt >= '2026-11-14' AND dt <= '2026-11-21' AND (")
     assert "(dt = '2026-11-14' AND hour IN ('01', " in predicate
     assert " OR dt = '2026-11-15' OR " in predicate
     assert "(dt = '2026-11-21' AND hour IN ('00', '01'))" in predicate
@@ -134,7 +138,8 @@ def test_longest_window_spans_eight_days() -> None:
 def test_window_crossing_a_year_boundary() -> None:
     predicate = window_predicate(Window.last_hours(datetime(2027, 1, 1, 0, 10, tzinfo=UTC), 1))
     assert predicate.startswith(
-        "((dt = '2026-12-31' AND hour IN ('23')) OR (dt = '2027-01-01' AND hour IN ('00')))"
+        "dt >= '2026-12-31' AND dt <= '2027-01-01' "
+        "AND ((dt = '2026-12-31' AND hour IN ('23')) OR (dt = '2027-01-01' AND hour IN ('00')))"
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from opslake.jobs.trigger import Backfill, JobInputError, parse_trigger, scheduled_window
 from opslake.models.window import Window
-from opslake.query.sql import partitions_predicate, window_predicate
+from opslake.query.sqltext import partitions_predicate, window_predicate
 
 NOW = datetime(2026, 11, 22, 10, 7, 30, 123456, tzinfo=UTC)
 
@@ -81,7 +81,8 @@ def test_window_hours_cover_every_touched_partition() -> None:
 def test_predicates_prune_partitions_and_cut_the_window() -> None:
     window = Window(datetime(2026, 11, 21, 23, 55, tzinfo=UTC), datetime(2026, 11, 22, 0, 10, 5, tzinfo=UTC))
     assert partitions_predicate(window.partitions()) == (
-        "((dt = '2026-11-21' AND hour IN ('23')) OR (dt = '2026-11-22' AND hour IN ('00')))"
+        "dt >= '2026-11-21' AND dt <= '2026-11-22' "
+        "AND ((dt = '2026-11-21' AND hour IN ('23')) OR (dt = '2026-11-22' AND hour IN ('00')))"
     )
     sql = window_predicate(window)
     assert "ingested_at >= TIMESTAMP '2026-11-21 23:55:00.000'" in sql
@@ -89,3 +90,14 @@ def test_predicates_prune_partitions_and_cut_the_window() -> None:
     whole = window_predicate(window, from_start_of_hour=True)
     assert "ingested_at >= TIMESTAMP '2026-11-21 23:00:00.000'" in whole
     assert partitions_predicate([]) == "FALSE"
+
+
+def test_window_predicates_prune_days_in_the_embedded_engine_too() -> None:
+    """The embedded engine asks Glue only for partitions its top-level dt/hour conjuncts allow."""
+    from opslake.query.dialect import Predicate, to_duckdb
+
+    window = Window(datetime(2026, 11, 21, 23, 55, tzinfo=UTC), datetime(2026, 11, 22, 0, 10, tzinfo=UTC))
+    query = to_duckdb(f"SELECT count(*) FROM ops WHERE {window_predicate(window)}")
+    ((ops, found),) = query.predicates.items()
+    assert ops.name == "ops"
+    assert {Predicate("dt", ">=", ("2026-11-21",)), Predicate("dt", "<=", ("2026-11-22",))} <= set(found[0])

@@ -1,6 +1,6 @@
 """``GET /stats`` and ``GET /profile/{agent_id}``: the SQL they run on the lake and the answers they give.
 
-Every query reads only the hour partitions of its window (``opslake.query.sql``), so Athena
+Every query reads only the hour partitions of its window (``opslake.query.sqltext``), so Athena
 prunes the rest. The SQL is built from validated values only: the window is an integer, an agent
 id must satisfy the op record's ``Id`` rule and is embedded as a string literal, and table names
 are checked identifiers. One query per answer: each Athena query is billed at least
@@ -38,7 +38,7 @@ from opslake.models.ops import MAX_ID_CHARS, Id, now_utc
 from opslake.models.window import Window
 from opslake.query.api import ApiQueryConfig, run_query
 from opslake.query.base import QueryEngine, QueryResult
-from opslake.query.sql import sql_string, window_predicate
+from opslake.query.sqltext import sql_string, window_predicate
 
 #: How long a /stats answer is served from the container's cache.
 STATS_CACHE_TTL_S = 30.0

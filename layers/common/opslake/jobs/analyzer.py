@@ -37,7 +37,7 @@ from opslake.models.analysis import Diagnosis, FailureRow, FailureSample, Signat
 from opslake.models.window import Window
 from opslake.observability import metrics
 from opslake.query.base import QueryEngine
-from opslake.query.sql import sql_string_list, window_predicate
+from opslake.query.sqltext import sql_string_list, window_predicate
 from opslake.queue import OpsQueue
 
 MAX_SAMPLES = 5

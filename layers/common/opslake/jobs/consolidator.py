@@ -45,7 +45,7 @@ from opslake.models.playbooks import EntryDraft, PlaybookEntry
 from opslake.models.window import Window
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine, QueryFailedError
-from opslake.query.sql import partitions_predicate, sql_string_list, timestamp_literal, window_predicate
+from opslake.query.sqltext import partitions_predicate, sql_string_list, timestamp_literal, window_predicate
 from opslake.queue import OpsQueue
 
 if TYPE_CHECKING:

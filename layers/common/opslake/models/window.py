@@ -2,7 +2,7 @@
 
 ``ingested_at`` decides an op's ``(dt, hour)`` partition, so a window also names the partitions a
 query must read. The scheduled jobs read ``[watermark, now − settle)``; ``GET /stats`` and
-``GET /profile`` read the last N hours. SQL for a window is in :mod:`opslake.query.sql`.
+``GET /profile`` read the last N hours. SQL for a window is in :mod:`opslake.query.sqltext`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from opslake.errors import BadRequestError, NotFoundError
 from opslake.http.bodies import parse_body
 from opslake.query.api import ApiQueryConfig, run_query
 from opslake.query.base import QueryEngine
-from opslake.query.sql import sql_string
+from opslake.query.sqltext import sql_string
 from opslake.tools import matching
 
 WORKER_ID = re.compile(r"^W[0-9]{5}$")

@@ -39,7 +39,11 @@ def timestamp_literal(value: datetime) -> str:
 
 
 def partitions_predicate(partitions: Sequence[tuple[str, str]]) -> str:
-    """WHERE terms that prune to exactly these ``(dt, hour)`` partitions (a whole day as ``dt``)."""
+    """WHERE terms that prune to exactly these ``(dt, hour)`` partitions (a whole day as ``dt``).
+
+    The ``dt`` range comes first as plain conjuncts: engines that prune only on top-level ANDs
+    (the embedded engine's Glue look-up) still read just those days; the disjunction then names
+    the exact hours (Athena prunes on it whole)."""
     if not partitions:
         return "FALSE"
     by_day: dict[str, list[str]] = {}
@@ -51,7 +55,8 @@ def partitions_predicate(partitions: Sequence[tuple[str, str]]) -> str:
         else f"(dt = {sql_string(dt)} AND hour IN ({sql_string_list(hours)}))"
         for dt, hours in sorted(by_day.items())
     ]
-    return "(" + " OR ".join(terms) + ")"
+    first, last = min(by_day), max(by_day)
+    return f"dt >= {sql_string(first)} AND dt <= {sql_string(last)} AND (" + " OR ".join(terms) + ")"
 
 
 def window_predicate(window: Window, *, from_start_of_hour: bool = False) -> str:
