@@ -90,3 +90,20 @@ def test_s3_failures_are_reported(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> 
 def test_state_round_trips_through_json() -> None:
     state = RunState(watermark=T0, data={"x": [1, 2]}, lease_holder="h", lease_expires=T0, committed_at=T0)
     assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_conflict_status_with_another_code_is_a_lost_race(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S3 may answer a conditional write's race with 409 and a code such as OperationAborted."""
+    lease = store(aws, Clock()).acquire("run-1")
+    assert lease is not None
+
+    def aborted(**kwargs: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "OperationAborted"}, "ResponseMetadata": {"HTTPStatusCode": 409}}, "PutObject"
+        )
+
+    monkeypatch.setattr(aws.s3, "put_object", aborted)
+    with pytest.raises(LeaseLostError):
+        store(aws, Clock()).commit(lease, watermark=T0, data={})

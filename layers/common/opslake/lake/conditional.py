@@ -82,7 +82,8 @@ class ConditionalJson:
                 Bucket=self.bucket, Key=self.key, Body=body, ContentType="application/json", **condition
             )
         except ClientError as exc:
-            if error_code(exc) in CONFLICT_CODES:
+            status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+            if error_code(exc) in CONFLICT_CODES or status in CONFLICT_CODES:  # 409/412 whatever the code
                 return None
             raise StateError(f"{self.uri} could not be written: {exc}") from exc
         return str(response["ETag"])
