@@ -1,5 +1,6 @@
 """GET /model: which LLM the analyzer diagnoses with, whether it answers, and how it has fared."""
 
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -32,7 +33,7 @@ state = CachedJsonObject(
 _probe: TTLCache[Any, bool] = TTLCache(maxsize=1, ttl=PROBE_TTL_S, timer=time.monotonic)
 
 
-@cached(_probe)
+@cached(_probe, lock=threading.Lock())  # cachetools is not thread-safe on its own
 def reachable(base_url: str) -> bool:
     """Whether ``GET {base_url}/models`` gets any HTTP answer below 500 within 2 s (cached 60 s).
 

@@ -10,6 +10,7 @@ are checked identifiers. One query per answer: each Athena query is billed at le
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
@@ -255,6 +256,9 @@ def profile_from_result(
 
 
 # ---- the two operations -------------------------------------------------------------------------
+_CACHE_LOCK = threading.Lock()
+
+
 def stats_cache(ttl_s: float = STATS_CACHE_TTL_S) -> MutableMapping[int, StatsAnswer]:
     """A container's cache of ``/stats`` answers by window hours (a few seconds old at most)."""
     return TTLCache(maxsize=32, ttl=ttl_s)
@@ -270,14 +274,17 @@ def get_stats(
 ) -> StatsAnswer:
     """``GET /stats?hours=N``: served from ``cache`` for a few seconds, else one query."""
     window_hours = parse_hours(hours, default=DEFAULT_STATS_HOURS)
-    if cache is not None and (hit := cache.get(window_hours)) is not None:
+    with _CACHE_LOCK:  # cachetools' caches are not thread-safe (the local stack serves threads)
+        hit = cache.get(window_hours) if cache is not None else None
+    if hit is not None:
         return hit.model_copy(update={"cached": True})
     now = now or now_utc()
     window = Window.last_hours(now, window_hours)
     result = run_query(engine, stats_sql(config, window), what="the stats", config=config)
     answer = stats_from_result(result, window, generated_at=now)
     if cache is not None:
-        cache[window_hours] = answer
+        with _CACHE_LOCK:
+            cache[window_hours] = answer
     return answer
 
 

@@ -11,6 +11,7 @@ embedded engine answer identically.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import MutableMapping
 from typing import Any, Literal
 
@@ -92,10 +93,13 @@ class TableCatalog:
         self.database = database
         self.allowed = list(allowed)
         self._cache = cache if cache is not None else TTLCache(maxsize=1, ttl=TABLES_CACHE_TTL_S)
+        self._lock = threading.Lock()  # cachetools' caches are not thread-safe (the local stack's are)
 
     def tables(self) -> dict[str, TableInfo]:
         """Every allowlisted table that exists in Glue, in allowlist order."""
-        if (hit := self._cache.get(self.database)) is not None:
+        with self._lock:
+            hit = self._cache.get(self.database)
+        if hit is not None:
             return hit
         found: dict[str, TableInfo] = {}
         for name in self.allowed:
@@ -104,7 +108,8 @@ class TableCatalog:
             except self._glue.exceptions.EntityNotFoundException:
                 continue
             found[name] = table_info(table)
-        self._cache[self.database] = found
+        with self._lock:
+            self._cache[self.database] = found
         return found
 
     def table(self, name: str) -> TableInfo:
