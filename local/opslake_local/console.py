@@ -45,7 +45,8 @@ def text_table(
 ) -> str:
     """A plain-text table: left-aligned text, right-aligned numbers, a dashed rule under the header,
     columns two spaces apart and no trailing spaces. ``cell`` turns a value into its text."""
-    cells = [[cell(v) for v in row] for row in rows]
+    # Tabs expanded here, where widths are measured: rich would expand them later and cut the cell.
+    cells = [[cell(v).expandtabs() for v in row] for row in rows]
     widths = [_width([str(name), *(row[i] for row in cells)]) for i, name in enumerate(header)]
     table = Table(box=None, padding=(0, _GAP), collapse_padding=True, pad_edge=False, header_style="")
     for index, name in enumerate(header):
