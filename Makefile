@@ -4,9 +4,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
+# On every core (pytest-xdist), each test file whole on one worker (--dist loadfile: a module's
+# local stack starts once), files handed out in collection order, where tests/conftest.py puts
+# the slow ones first (xdist would otherwise start with the files holding the most tests).
+PYTEST_N := $(PYTEST) -n auto --dist loadfile --no-loadscope-reorder
 SRC    := layers/common/opslake functions local bench tests
 
-.PHONY: setup demo test lint types unit integration infra bench build clean
+.PHONY: setup demo test test-fast pytest lint types unit integration infra bench build clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +23,16 @@ setup: $(STAMP)  ## create .venv and install opslake with its dev and local extr
 demo: setup  ## run the local stack, ingest sample ops, show what landed in the lake
 	$(BIN)/opslake demo
 
-test: lint types  ## lint + types + every test level, one pytest run
-	$(PYTEST) tests
+# lint, types and pytest run side by side (mypy without a cache takes ~15 s); make waits for all
+# three and fails if any fails.
+test: setup  ## lint + types + every test level (one pytest run over all cores)
+	@$(MAKE) --no-print-directory -j3 --output-sync=line lint types pytest
+
+pytest: setup  ## every test level, no lint or types
+	$(PYTEST_N) tests
+
+test-fast: setup  ## the quick loop: every test except the slow end-to-end scenarios (-m slow)
+	$(PYTEST_N) -m "not slow" tests
 
 lint: setup
 	$(BIN)/ruff check $(SRC)
@@ -30,13 +42,13 @@ types: setup
 	$(BIN)/mypy layers/common/opslake local/opslake_local functions
 
 unit: setup
-	$(PYTEST) tests/unit
+	$(PYTEST_N) tests/unit
 
 integration: setup
-	$(PYTEST) tests/integration
+	$(PYTEST_N) tests/integration
 
 infra: setup
-	$(PYTEST) tests/infrastructure
+	$(PYTEST_N) tests/infrastructure
 
 bench: setup  ## benchmarks (not tests): figures go to bench/README.md
 	$(BIN)/python bench/bench_writer.py

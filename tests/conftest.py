@@ -27,10 +27,15 @@ SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures" / "aws-events"
 hypothesis_settings.register_profile("default", max_examples=200, deadline=None, derandomize=True)
 hypothesis_settings.load_profile("default")
 
-# Never let a test reach a real AWS account, whatever the developer's shell has configured.
-for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
-    os.environ.pop(_name, None)
+# Never let a test reach a real AWS account, whatever the developer's shell has configured, and
+# never let that shell configure the code under test: every AWS_*, OPSLAKE_* and POWERTOOLS_*
+# variable goes (profiles, endpoints, retry modes, a stack's settings), ~/.aws is not read, and
+# the tests set what they need. Each xdist worker is its own process and does the same.
+for _name in [n for n in os.environ if n.startswith(("AWS_", "OPSLAKE_", "POWERTOOLS_"))]:
+    del os.environ[_name]
 os.environ.update(
+    AWS_CONFIG_FILE=os.devnull,
+    AWS_SHARED_CREDENTIALS_FILE=os.devnull,
     AWS_ACCESS_KEY_ID="testing",
     AWS_SECRET_ACCESS_KEY="testing",
     AWS_DEFAULT_REGION="us-east-1",
@@ -77,11 +82,16 @@ _share_botocore_loader()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its level from its folder (tests/unit → unit, ...)."""
+    """Mark each test with its level from its folder (tests/unit → unit, ...), then move the modules
+    holding ``slow`` tests to the front, each kept whole and in order: ``pytest -n`` with
+    ``--dist loadfile`` hands out files in this order, so the long ones start first instead of
+    leaving one worker busy at the end while the other idles."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
         if parts and parts[0] in ("unit", "integration", "infrastructure"):
             item.add_marker(getattr(pytest.mark, parts[0]))
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keep their order
 
 
 class FakeLambdaContext:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.infrastructure
+pytestmark = [pytest.mark.infrastructure, pytest.mark.slow]
 
 
 def _checkov() -> str | None:

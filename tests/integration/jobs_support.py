@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +22,13 @@ from opslake_local.stack import QUIET_ENV, LocalStack
 class Lake:
     stack: LocalStack
     settings: Settings
+    clients: dict[str, Any] = field(default_factory=dict)
 
     def client(self, service: str) -> Any:
-        return self.stack.client(service)
+        """One client per service for the test (clients are reusable; making one is not free)."""
+        if service not in self.clients:
+            self.clients[service] = self.stack.client(service)
+        return self.clients[service]
 
     def count(self, sql: str) -> int:
         return int(EmbeddedEngine.from_settings(self.settings).run(sql).rows[0][0])

@@ -21,7 +21,7 @@ from opslake_local.drain import Drainer
 from opslake_local.http import LocalApi
 from opslake_local.stack import QUIET_ENV, LocalStack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 

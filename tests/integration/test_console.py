@@ -1,5 +1,9 @@
 """The CLI's text tables and progress (opslake_local.console): the same plain text in a terminal,
-a CI log or a captured stdout, and no progress output where stdout is not a terminal."""
+a CI log or a captured stdout, and no progress output where stdout is not a terminal.
+
+Pure logic, but here rather than in tests/unit: importing anything from opslake_local runs the
+package's __init__, which imports the local stack and with it moto (tests/unit/test_isolation.py).
+"""
 
 from __future__ import annotations
 

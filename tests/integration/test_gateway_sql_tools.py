@@ -423,8 +423,10 @@ class _Models(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def llm_server() -> Iterator[str]:
+    _Models.seen_headers.clear()  # what this test's server saw, not an earlier test's
     server = HTTPServer(("127.0.0.1", 0), _Models)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the serving loop to notice, up to poll_interval (0.5 s default).
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"

@@ -13,6 +13,8 @@ from opslake_local.http import LocalApi
 from opslake_local.loop import LOOP_ENV, LOOP_STEPS, LoopResult, run_loop
 from opslake_local.stack import QUIET_ENV, LocalStack
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def loop_run() -> Iterator[tuple[LocalStack, LoopResult, list[str]]]:

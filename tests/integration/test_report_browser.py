@@ -18,7 +18,7 @@ from opslake_local.report import build_report, write_report
 from opslake_local.stack import LocalStack
 from tests.integration.test_report import SUMMARY, engine_for, seed_ops, write_derived_tables
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out" / "test-artifacts"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")

@@ -95,6 +95,7 @@ def test_follow_entries_keeps_the_followed_ones_in_order() -> None:
     assert follow_entries(served, "sql_question", min_confidence=0.9) == []
 
 
+@pytest.mark.slow
 def test_a_cycle_records_every_task_kind_and_real_tool_errors(local: Local, stack: LocalStack) -> None:
     _, _, drainer = local
     sim = Simulator(stack_url(local), agents(stack, "simt", 6, 0.5), seed=3, playbooks_enabled=False)
@@ -139,6 +140,7 @@ def stack_url(local: Local) -> str:
     return str(local[1].base_url).rstrip("/")
 
 
+@pytest.mark.slow
 def test_agents_follow_a_served_sql_entry(local: Local, stack: LocalStack) -> None:
     runs = {}
     for enabled in (False, True):
