@@ -1,9 +1,11 @@
 """The scheduled jobs and what they share.
 
-``trigger`` reads the invocation (a schedule event or a backfill window); ``lease`` keeps a job's
-state in S3 under a lease changed only by conditional writes; ``analyzer`` turns new failures into
-signatures and diagnoses (every 5 minutes); ``consolidator`` turns evidence into playbook entries,
-measures them and runs compaction (every 30 minutes). Names resolve lazily (the jobs need pyarrow).
+``base`` is the skeleton every job shares (lease, window, report, metrics, wiring); ``trigger``
+reads the invocation (a schedule event or a backfill window) and gives the next window;
+``lease`` keeps a job's state in S3 under a lease changed only by conditional writes;
+``analyzer`` turns new failures into signatures and diagnoses (every 5 minutes); ``consolidator``
+turns evidence into playbook entries, measures them and runs compaction (every 30 minutes).
+Names resolve lazily (the jobs need pyarrow).
 """
 
 from opslake._lazy import lazy_exports
@@ -11,7 +13,8 @@ from opslake._lazy import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "trigger": ("Backfill", "JobInputError", "parse_trigger"),
+        "base": ("JobParts", "JobReport", "ScheduledJob", "wire"),
+        "trigger": ("Backfill", "JobInputError", "parse_trigger", "scheduled_window"),
         "lease": ("Lease", "LeaseLostError", "RunState", "StateError", "StateStore", "run_with_lease"),
         "analyzer": ("Analyzer", "AnalyzerRun", "build_analyzer"),
         "consolidator": (

@@ -6,7 +6,7 @@ lease (:func:`~opslake.jobs.lease.run_with_lease`), turns "another run holds it"
 expired before the commit" into report statuses with a log line and a metric, times the run,
 logs the report, and offers the helpers each job needs: the next scheduled window and a query
 that counts its scans. Compaction leases per partition on the same primitive
-(:class:`~opslake.jobs.lease.ConditionalJson`) and runs as a step of the consolidator.
+(:class:`~opslake.lake.conditional.ConditionalJson`) and runs as a step of the consolidator.
 """
 
 from __future__ import annotations

@@ -28,13 +28,11 @@ from opslake.lake.conditional import ConditionalJson, StateError, lease_is_held
 from opslake.models.ids import new_ulid
 
 __all__ = [
-    "ConditionalJson",
     "Lease",
     "LeaseLostError",
     "RunState",
     "StateError",
     "StateStore",
-    "lease_is_held",
     "run_with_lease",
 ]
 

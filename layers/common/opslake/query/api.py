@@ -59,14 +59,14 @@ def run_query(engine: QueryEngine, sql: str, *, what: str, config: ApiQueryConfi
         result = engine.run(sql, timeout_s=config.timeout_s)
     except (QueryFailedError, UnsupportedSqlError) as exc:
         logger.error(
-            "api query failed", what=what, engine=engine.name, query_id=exc.query_id, reason=exc.message
+            "insight query failed", what=what, engine=engine.name, query_id=exc.query_id, reason=exc.message
         )
         raise QueryEngineFailedError(
             f"the query engine failed while computing {what}; this is a service problem, not your request",
             detail={"query_id": exc.query_id} if exc.query_id else None,
         ) from exc
     except QueryError as exc:  # timed out, throttled or unreachable: worth retrying
-        logger.warning("api query unavailable", what=what, engine=engine.name, reason=exc.message)
+        logger.warning("insight query unavailable", what=what, engine=engine.name, reason=exc.message)
         raise QueryUnavailableError(
             f"the query engine did not answer {what} in time; retry in {config.retry_after_s} s "
             "or ask for fewer hours",
@@ -74,7 +74,7 @@ def run_query(engine: QueryEngine, sql: str, *, what: str, config: ApiQueryConfi
             detail={"query_id": exc.query_id} if exc.query_id else None,
         ) from exc
     logger.info(
-        "api query done",
+        "insight query done",
         what=what,
         engine=result.engine,
         query_id=result.query_id,

@@ -1,7 +1,7 @@
 """Choose the query engine from settings: Athena on AWS, embedded (DuckDB) on the local stack.
 
-The embedded engine is imported only when configured: it needs the ``local`` extra (duckdb,
-sqlglot, pyarrow), which Lambda layers do not ship.
+The embedded engine is imported only when configured: it needs the ``local`` extra (duckdb and
+pyarrow), which the request path's Lambda layer does not ship.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Plain logic over interfaces (a Glue client, a :class:`QueryEngine`); the handlers in
 functions/gateway/ only adapt HTTP to these functions. SQL is built from validated values only:
 worker ids must match ``W`` + five digits, every text filter is a literal with its quotes doubled
-(:func:`opslake.insights.sql_string`), table names are checked identifiers. Array columns are
+(:func:`opslake.query.sqltext.sql_string`), table names are checked identifiers. Array columns are
 read as ``array_join(..., '|')`` so Athena (which returns arrays as ambiguous text) and the
 embedded engine answer identically.
 """

@@ -100,8 +100,6 @@ class Compactor:
         self.table = table
         self.planner = Planner(s3, bucket, (ops_prefix or f"{table}/").rstrip("/") + "/")
         self.glue_partitions = GluePartitions(glue, database, table)
-        self.ops_prefix = self.planner.ops_prefix
-        self.compacted_prefix = self.planner.compacted_prefix
         self.state_prefix = f"state/compaction/{table}/"
         self._clock = clock or (lambda: datetime.now(UTC))
         self.options = options or CompactionOptions()
@@ -135,12 +133,6 @@ class Compactor:
         )
 
     # -- locations -----------------------------------------------------------------------------
-    def original_prefix(self, dt: str, hour: str) -> str:
-        return self.planner.original_prefix(dt, hour)
-
-    def compacted_root(self, dt: str, hour: str) -> str:
-        return self.planner.compacted_root(dt, hour)
-
     def journal_key(self, dt: str, hour: str) -> str:
         return f"{self.state_prefix}dt={dt}/hour={hour}.json"
 
@@ -398,14 +390,14 @@ class _Run:
             old += [f.key for f in self.planner.files(self.planner.key(prefix))]
         planned = [f.key for f in journal.source_files]
         old += [k for k in planned if not k.startswith(original)]
-        deleted = self.delete_keys([k for k in old if not k.startswith(target)])
+        deleted = delete_keys(self.s3, self.c.bucket, [k for k in old if not k.startswith(target)])
         self.hook("old_generations_deleted")
         # Done is recorded before the files under ops/ go, so that the partition stays
         # discoverable (by the listing of ops/) until they are gone: a later run deletes any of
         # them left over (see ``go``).
         self.save(DONE, hold=False)
         self.hook("done")
-        deleted += self.delete_keys([k for k in planned if k.startswith(original)])
+        deleted += delete_keys(self.s3, self.c.bucket, [k for k in planned if k.startswith(original)])
         self.result.files_deleted = deleted
         if self.result.status != "compacted":
             self.result.status, self.result.reason = "cleaned", ""
@@ -421,9 +413,6 @@ class _Run:
         planned = {(f.key, f.etag) for f in journal.source_files}
         if location != journal.target_location or not {(f.key, f.etag) for f in files} <= planned:
             return False
-        self.result.files_deleted = self.delete_keys([f.key for f in files])
+        self.result.files_deleted = delete_keys(self.s3, self.c.bucket, [f.key for f in files])
         self.result.status, self.result.reason = "cleaned", "deleted files left over by a stopped run"
         return True
-
-    def delete_keys(self, keys: list[str]) -> int:
-        return delete_keys(self.s3, self.c.bucket, keys)
