@@ -14,8 +14,6 @@ from typing import Any
 import boto3
 import httpx
 import pytest
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters import base as parameters_base
 
 from opslake.config import load_settings
 from opslake.llm import (
@@ -31,6 +29,7 @@ from opslake.llm import (
     LlmUnavailableError,
     fetch_api_key,
 )
+from opslake.llm.keys import provider
 from opslake.models.analysis import DiagnosisAnswer
 from opslake.models.llm import LlmState
 from tests.conftest import api_event
@@ -97,12 +96,10 @@ def make_client(llm: FakeLlm, sleeps: list[float], clock: Clock) -> Iterator[Cal
 
 @pytest.fixture
 def fresh_parameters() -> Iterator[None]:
-    """Powertools caches values and providers per process: start and end each key test clean."""
-    parameters.clear_caches()
-    parameters_base.DEFAULT_PROVIDERS.clear()
+    """The key providers (and the values they cache) live per process: start and end each key test clean."""
+    provider.cache_clear()
     yield
-    parameters.clear_caches()
-    parameters_base.DEFAULT_PROVIDERS.clear()
+    provider.cache_clear()
 
 
 # ---- a valid answer ----------------------------------------------------------------------------
@@ -485,8 +482,8 @@ def test_the_key_stores_are_read_with_botocores_standard_retries(aws: Aws, fresh
     boto3.client("ssm").put_parameter(Name="/opslake/k", Value="sk-1", Type="SecureString")
     boto3.client("secretsmanager").create_secret(Name="opslake/k", SecretString="sk-2")
     assert (fetch_api_key("/opslake/k"), fetch_api_key("secret:opslake/k")) == ("sk-1", "sk-2")
-    providers = parameters_base.DEFAULT_PROVIDERS
-    assert {providers[kind].client.meta.config.retries["mode"] for kind in ("ssm", "secrets")} == {"standard"}
+    modes = {provider(kind).client.meta.config.retries["mode"] for kind in ("ssm", "secretsmanager")}
+    assert modes == {"standard"}
 
 
 @pytest.mark.parametrize("by", ["name", "arn"])

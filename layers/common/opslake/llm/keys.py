@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 from opslake.llm.errors import LlmKeyError
 
@@ -57,19 +59,17 @@ def _key_from_secret(value: str) -> str:
     return text
 
 
-def _ensure_provider(kind: str) -> None:
-    """Seed Powertools' default provider for ``kind`` with a client built the opslake way (the
-    module-level ``get_secret``/``get_parameter`` use it, with its value cache, until it is cleared)."""
+@cache
+def provider(kind: str) -> Any:
+    """This container's Powertools provider for ``kind`` ("secretsmanager" or "ssm"), on a client
+    built the opslake way; it caches the values it reads for their ``max_age``."""
     from aws_lambda_powertools.utilities import parameters
-    from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
 
     from opslake import runtime
 
     if kind == "secretsmanager":
-        if "secrets" not in DEFAULT_PROVIDERS:
-            DEFAULT_PROVIDERS["secrets"] = parameters.SecretsProvider(boto3_client=runtime.new_client(kind))
-    elif "ssm" not in DEFAULT_PROVIDERS:
-        DEFAULT_PROVIDERS["ssm"] = parameters.SSMProvider(boto3_client=runtime.new_client(kind))
+        return parameters.SecretsProvider(boto3_client=runtime.new_client(kind))
+    return parameters.SSMProvider(boto3_client=runtime.new_client(kind))
 
 
 def fetch_api_key(parameter: str, *, max_age_s: int = KEY_MAX_AGE_S) -> str | None:
@@ -78,15 +78,14 @@ def fetch_api_key(parameter: str, *, max_age_s: int = KEY_MAX_AGE_S) -> str | No
     if source is None:
         return None
     kind, name = source
-    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import GetParameterError
 
-    _ensure_provider(kind)
     try:
         if kind == "secretsmanager":
-            value = parameters.get_secret(name, max_age=max_age_s)
+            value = provider(kind).get(name, max_age=max_age_s)
         else:
-            value = parameters.get_parameter(name, decrypt=True, max_age=max_age_s)
-    except parameters.GetParameterError as exc:
+            value = provider(kind).get(name, decrypt=True, max_age=max_age_s)
+    except GetParameterError as exc:
         raise LlmKeyError(f"could not read the LLM API key from {kind} {name!r}: {exc}") from exc
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="replace")
