@@ -53,3 +53,8 @@ def test_progress_is_silent_when_stdout_is_not_a_terminal(capsys: pytest.Capture
         step("three")
     out, err = capsys.readouterr()
     assert out == "a line of output\n" and err == ""
+
+
+def test_a_cell_with_a_tab_is_shown_whole() -> None:
+    table = text_table(["name", "note"], [("a", "x\ty"), ("b", "plain")])
+    assert "x       y" in table and "…" not in table
