@@ -1,4 +1,5 @@
-"""Shared test plumbing: markers by folder, safe AWS env, handler loading, AWS event builders.
+"""Shared test plumbing: markers by folder (slow files first), a scrubbed AWS env, one botocore
+loader per process, handler loading, AWS event builders.
 
 Events are built from the project's own samples in events/ (made with `sam local generate-event`
 shapes); where ../shared/fixtures/aws-events/ exists (as in CI), tests also run against those
@@ -84,8 +85,8 @@ _share_botocore_loader()
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its level from its folder (tests/unit → unit, ...), then move the modules
     holding ``slow`` tests to the front, each kept whole and in order: ``pytest -n`` with
-    ``--dist loadfile`` hands out files in this order, so the long ones start first instead of
-    leaving one worker busy at the end while the other idles."""
+    ``--dist loadfile --no-loadscope-reorder`` (the Makefile's) hands out files in this order, so
+    the long ones start first instead of leaving one worker busy at the end while the other idles."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
         if parts and parts[0] in ("unit", "integration", "infrastructure"):
