@@ -12,7 +12,7 @@ import pytest
 
 from opslake.analysis.playbooks import LogRow, candidate_groups, heuristic_draft
 from opslake.config import load_settings
-from opslake.jobs.consolidator import evidence_sql
+from opslake.jobs.consolidator import logs_sql
 from opslake.models.window import Window
 from opslake.query.embedded import EmbeddedEngine
 from opslake_local.drain import Drainer
@@ -52,8 +52,8 @@ class Local:
         settings = load_settings()
         now = datetime.now(UTC)
         window = Window(now - timedelta(hours=1), now + timedelta(minutes=1))
-        rows = EmbeddedEngine.from_settings(settings).run(evidence_sql(settings.ops_table, window)).records()
-        return {r["op_id"]: LogRow.model_validate(r) for r in rows if r.get("event_kind") == "log"}
+        rows = EmbeddedEngine.from_settings(settings).run(logs_sql(settings.ops_table, window)).records()
+        return {r["op_id"]: LogRow.model_validate(r) for r in rows}
 
 
 @pytest.fixture(scope="module")
