@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from opslake import runtime
 from opslake.config import get_settings
 from opslake.errors import BadRequestError, QueueError, ServiceUnavailableError
-from opslake.http.bodies import parse_body
+from opslake.http.bodies import parse_body, request_body
 from opslake.http.identity import caller_key_id
 from opslake.http.responses import json_response
 from opslake.ingest.observe import SESSION_HEADER, TRACE_HEADER, summarize
@@ -86,7 +86,7 @@ def log_record(body: LogRequest, headers: dict[str, str]) -> OpInput:
 @app.post("/log")
 def post_log() -> Response:
     event = app.current_event
-    body = parse_body(LogRequest, event.decoded_body)
+    body = parse_body(LogRequest, request_body(event))
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     reporter_id = runtime.key_names().name_of(caller_key_id(event.raw_event["requestContext"]))
     try:

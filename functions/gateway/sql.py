@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from opslake import runtime
 from opslake.config import get_settings
-from opslake.http.bodies import parse_body
+from opslake.http.bodies import parse_body, request_body
 from opslake.ingest.observe import summarize
 from opslake.tools.app import create_tool_app, query_engine
 
@@ -25,7 +25,7 @@ class SqlRequest(BaseModel):
 
 @app.post("/sql")
 def run_sql() -> dict[str, Any]:
-    body = parse_body(SqlRequest, app.current_event.decoded_body)
+    body = parse_body(SqlRequest, request_body(app.current_event))
     # sqlglot (the guard) is imported on first use: only this function needs it.
     from opslake.tools.sql import run_sql as run
 

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from opslake import runtime
 from opslake.config import get_settings
 from opslake.errors import InvalidOpsError, ServiceUnavailableError
+from opslake.http.bodies import request_body
 from opslake.http.identity import caller_key_id
 from opslake.http.responses import create_resolver, json_response
 from opslake.ingest.events import ingest
@@ -24,7 +25,7 @@ def post_events() -> Response:
     reporter_id = runtime.key_names().name_of(caller_key_id(app.current_event.raw_event["requestContext"]))
     try:
         result = ingest(
-            app.current_event.decoded_body,
+            request_body(app.current_event),
             reporter_id=reporter_id,
             queue=runtime.ops_queue(),
             received_at=now_utc(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from typing import Any
 
@@ -150,3 +151,75 @@ def test_health_needs_no_key_and_touches_no_aws(load_handler, lambda_context) ->
     assert response["statusCode"] == 200
     body = json.loads(response["body"])
     assert body["status"] == "ok" and body["version"]
+
+
+# ---- bodies that used to crash the handler (issue 12): each is a 4xx that says why ----------------
+def binary_event(aws: Aws, raw: bytes, **headers: str) -> dict[str, Any]:
+    """The event API Gateway sends for a body that is not text: base64, with isBase64Encoded."""
+    event = api_event("POST", "/events", base64.b64encode(raw).decode(), key_id=aws.key_id)
+    event["isBase64Encoded"] = True
+    event["headers"].update(headers)
+    event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
+    return event
+
+
+def deep(levels: int, leaf: Any = 1) -> str:
+    return "[" * levels + json.dumps(leaf) + "]" * levels
+
+
+BAD_BODIES = {
+    "array nested 1,000 deep": (deep(1000).encode(), {}, 400, "json_too_deep"),
+    "op nested 100,000 deep": (
+        ('{"endpoint": "/x", "attributes": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001).encode(),
+        {},
+        400,
+        "json_too_deep",
+    ),
+    "invalid UTF-8": (b'{"endpoint": "tool:\xff\xfe", "success": true}', {}, 400, "invalid_encoding"),
+    "UTF-16": (json.dumps(OP).encode("utf-16"), {}, 400, "invalid_encoding"),
+    "gzip": (
+        gzip.compress(json.dumps(OP).encode()),
+        {"Content-Encoding": "gzip"},
+        415,
+        "unsupported_media_type",
+    ),
+    "gzip without its header": (gzip.compress(json.dumps(OP).encode()), {}, 400, "invalid_encoding"),
+    "text/plain": (json.dumps(OP).encode(), {"Content-Type": "text/plain"}, 415, "unsupported_media_type"),
+    "a form": (b"a=1", {"Content-Type": "application/x-www-form-urlencoded"}, 415, "unsupported_media_type"),
+}
+
+
+@pytest.mark.parametrize(("raw", "headers", "status", "error"), BAD_BODIES.values(), ids=BAD_BODIES.keys())
+def test_undecodable_or_too_deep_bodies_are_4xx_that_say_why(
+    aws: Aws, events, lambda_context, raw: bytes, headers: dict[str, str], status: int, error: str
+) -> None:
+    got, _, payload = call(events, binary_event(aws, raw, **headers), lambda_context)
+    assert (got, payload["error"]) == (status, error), payload
+    assert payload["message"]
+    assert queued(aws) == []
+
+
+def test_a_text_body_that_is_not_utf8_is_a_400(aws: Aws, events, lambda_context) -> None:
+    event = api_event("POST", "/events", '{"endpoint": "tool:\ud800"}', key_id=aws.key_id)
+    got, _, payload = call(events, event, lambda_context)
+    assert (got, payload["error"]) == (400, "invalid_encoding") and "UTF-8" in payload["message"]
+
+
+@pytest.mark.parametrize("content_type", [None, "application/json; charset=utf-8", "application/vnd.x+json"])
+def test_json_or_missing_content_types_are_accepted(
+    aws: Aws, events, lambda_context, content_type: str | None
+) -> None:
+    event = api_event("POST", "/events", json.dumps(OP), key_id=aws.key_id)
+    for headers in (event["headers"], event["multiValueHeaders"]):
+        headers.pop("Content-Type")
+        if content_type:
+            headers["content-type"] = content_type if headers is event["headers"] else [content_type]
+    assert call(events, event, lambda_context)[0] == 202
+
+
+def test_an_op_nested_within_the_limit_is_rejected_alone(aws: Aws, events, lambda_context) -> None:
+    nested = {**OP, "attributes": json.loads(deep(30))}
+    body = json.dumps({"ops": [OP, nested, OP]})
+    status, _, payload = call(events, api_event("POST", "/events", body, key_id=aws.key_id), lambda_context)
+    assert status == 202 and len(payload["accepted"]) == len(queued(aws)) == 2
+    assert [r["index"] for r in payload["rejected"]] == [1]

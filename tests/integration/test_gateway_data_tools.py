@@ -5,7 +5,9 @@ stack (LocalApi over the loaded sample dataset, embedded engine)."""
 
 from __future__ import annotations
 
+import base64
 import copy
+import gzip
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -183,7 +185,7 @@ def test_worker_200_with_placements_count(tool: Callable[..., Any]) -> None:
     _assert_op(answer["op"], endpoint="/worker/{id}", success=True, summary="worker W00042")
 
 
-@pytest.mark.parametrize("bad", ["W42", "w00042", "W00042'", "x' OR '1'='1", "W000420"])
+@pytest.mark.parametrize("bad", ["W42", "w00042", "W00042'", "x' OR '1'='1", "W000420", "W00001\n"])
 def test_worker_400_for_a_malformed_id_runs_no_query(tool: Callable[..., Any], bad: str) -> None:
     engine = FakeEngine()
     event = _event("worker_get.json", path=f"/worker/{bad}", path_params={"id": bad})
@@ -287,6 +289,44 @@ def test_match_400_names_what_is_wrong_and_runs_no_query(
     assert message in answer["json"]["message"]
     assert engine.sql == []
     _assert_op(answer["op"], endpoint="/match", success=False, error_type="bad_request")
+
+
+def _binary_event(raw: bytes, **headers: str) -> dict[str, Any]:
+    """POST /match as API Gateway sends a body that is not text: base64, with isBase64Encoded."""
+    event = _event("match_post.json", path="/match", body=base64.b64encode(raw).decode())
+    event["isBase64Encoded"] = True
+    event["headers"].update(headers)
+    event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
+    return event
+
+
+_MATCH = json.dumps({"role": "welder", "state": "TX", "need": "tig"})
+MATCH_BAD_BODIES = {
+    "invalid UTF-8": (_MATCH.replace("tig", "tig \xff").encode("latin-1"), {}, 400, "invalid_encoding"),
+    "UTF-16": (_MATCH.encode("utf-16"), {}, 400, "invalid_encoding"),
+    "gzip": (gzip.compress(_MATCH.encode()), {"Content-Encoding": "gzip"}, 415, "unsupported_media_type"),
+    "gzip without its header": (gzip.compress(_MATCH.encode()), {}, 400, "invalid_encoding"),
+    "text/plain": (_MATCH.encode(), {"Content-Type": "text/plain"}, 415, "unsupported_media_type"),
+    "nested 1,000 deep": (
+        _MATCH.replace("}", ', "x": ' + "[" * 1000 + "]" * 1000 + "}").encode(),
+        {},
+        400,
+        "json_too_deep",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "status", "error"), MATCH_BAD_BODIES.values(), ids=MATCH_BAD_BODIES.keys()
+)
+def test_match_undecodable_bodies_are_4xx_observed_and_run_no_query(
+    tool: Callable[..., Any], raw: bytes, headers: dict[str, str], status: int, error: str
+) -> None:
+    engine = FakeEngine()
+    answer = tool("functions/gateway/match.py", engine)(_binary_event(raw, **headers))
+    assert (answer["statusCode"], answer["json"]["error"]) == (status, error), answer["json"]
+    assert answer["json"]["message"] and engine.sql == []
+    _assert_op(answer["op"], endpoint="/match", success=False, error_type=error)
 
 
 def test_match_503_when_the_engine_times_out(tool: Callable[..., Any]) -> None:

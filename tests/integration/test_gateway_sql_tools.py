@@ -4,6 +4,8 @@ leaves on the ops queue. Then /sql end to end on the local stack's embedded engi
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -309,6 +311,84 @@ def test_log_503_when_the_queue_refuses(
     assert "retry with the same op_id" in body["message"]
     op = only_record(aws)
     assert (op.source, op.success, op.error_type) == ("gateway", False, "service_unavailable")
+
+
+# ---- bodies that used to crash /sql and /log (issue 12): each is a 4xx that says why ---------------
+def raw_call(
+    module: ModuleType, aws: Aws, lambda_context: Any, path: str, raw: bytes, **headers: str
+) -> tuple[int, dict[str, Any]]:
+    """Call a handler with the event API Gateway sends for a body that is not text (base64)."""
+    event = api_event("POST", path, base64.b64encode(raw).decode(), key_id=aws.key_id)
+    event["isBase64Encoded"] = True
+    event["headers"].update(headers)
+    event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
+    answer = module.handler(event, lambda_context)
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+def bad_bodies(good: dict[str, Any]) -> dict[str, tuple[bytes, dict[str, str], int, str]]:
+    text = json.dumps(good)
+    return {
+        "invalid UTF-8": (text.replace("}", ', "x": "\xff"}').encode("latin-1"), {}, 400, "invalid_encoding"),
+        "UTF-16": (text.encode("utf-16"), {}, 400, "invalid_encoding"),
+        "gzip": (gzip.compress(text.encode()), {"Content-Encoding": "gzip"}, 415, "unsupported_media_type"),
+        "gzip without its header": (gzip.compress(text.encode()), {}, 400, "invalid_encoding"),
+        "text/plain": (text.encode(), {"Content-Type": "text/plain"}, 415, "unsupported_media_type"),
+        "nested 1,000 deep": (
+            text.replace("}", ', "x": ' + "[" * 1000 + "]" * 1000 + "}").encode(),
+            {},
+            400,
+            "json_too_deep",
+        ),
+    }
+
+
+SQL_BAD_BODIES = bad_bodies({"sql": "SELECT 1 FROM ops"})
+LOG_BAD_BODIES = bad_bodies(LOGGED)
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "status", "error"), SQL_BAD_BODIES.values(), ids=SQL_BAD_BODIES.keys()
+)
+def test_sql_undecodable_bodies_are_4xx_and_observed(
+    aws: Aws, tool: Callable[..., Any], lambda_context: Any, monkeypatch: pytest.MonkeyPatch,
+    raw: bytes, headers: dict[str, str], status: int, error: str,
+) -> None:  # fmt: skip
+    engine = FakeEngine()
+    module, _ = tool("sql", OPSLAKE_QUERY_ENGINE="athena", OPSLAKE_ATHENA_WORKGROUP="wg")
+    monkeypatch.setattr(module, "query_engine", lambda: engine)
+    got, answer = raw_call(module, aws, lambda_context, "/sql", raw, **headers)
+    assert (got, answer["error"]) == (status, error), answer
+    assert answer["message"] and engine.sql == []
+    op = only_record(aws)
+    assert (op.endpoint, op.success, op.error_type) == ("/sql", False, error)
+
+
+@pytest.mark.parametrize("levels", [50, 500])
+def test_sql_nested_too_deeply_is_a_400_that_says_so(
+    aws: Aws, sql_tool: Callable[..., Invoke], levels: int
+) -> None:
+    engine = FakeEngine()
+    sql = "SELECT " + "(" * levels + "1" + ")" * levels + " FROM ops"
+    status, _, answer = sql_tool(engine)("POST", "/sql", {"sql": sql})
+    assert (status, answer["error"]) == (400, "sql_too_deep"), answer
+    assert "nests too deeply" in answer["message"] and engine.sql == []
+    assert only_record(aws).error_type == "sql_too_deep"
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "status", "error"), LOG_BAD_BODIES.values(), ids=LOG_BAD_BODIES.keys()
+)
+def test_log_undecodable_bodies_are_4xx_and_nothing_is_logged(
+    aws: Aws, tool: Callable[..., Any], lambda_context: Any,
+    raw: bytes, headers: dict[str, str], status: int, error: str,
+) -> None:  # fmt: skip
+    module, _ = tool("log")
+    got, answer = raw_call(module, aws, lambda_context, "/log", raw, **headers)
+    assert (got, answer["error"]) == (status, error), answer
+    assert answer["message"]
+    op = only_record(aws)  # only the call itself, failed
+    assert (op.source, op.endpoint, op.success, op.error_type) == ("gateway", "/log", False, error)
 
 
 # ---- GET /playbooks ----------------------------------------------------------------------------

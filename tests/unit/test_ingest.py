@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 from opslake.errors import (
     BadRequestError,
     InvalidOpsError,
+    JsonTooDeepError,
     MalformedJsonError,
     OpslakeError,
     PayloadTooLargeError,
     ServiceUnavailableError,
+    UndecodableBodyError,
 )
-from opslake.ingest.events import MAX_OPS_PER_REQUEST, MAX_REQUEST_BYTES, ingest
+from opslake.http.bodies import MAX_JSON_DEPTH
+from opslake.ingest.events import MAX_OPS_PER_REQUEST, MAX_REQUEST_BYTES, ingest, parse_ops
 from opslake.models import QueuedOp
 
 from ..fakes import MemoryQueue
@@ -143,3 +146,40 @@ def test_lone_surrogates_are_rejected_per_field_not_crashing() -> None:
     result = run(body % json.dumps(GOOD))
     assert len(result.accepted) == 1
     assert result.rejected[0].index == 0 and result.rejected[0].errors[0]["field"] == "error"
+
+
+# ---- bodies that used to raise instead of answering 4xx (issue 12) -------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 1000 + "]" * 1000,
+        '{"ops": [' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "]}",
+        "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1),
+    ],
+    ids=["1,000 arrays", "100,000 objects", "one past the limit"],
+)
+def test_json_nested_too_deeply_is_a_400_before_parsing(body: str) -> None:
+    with pytest.raises(JsonTooDeepError) as raised:
+        parse_ops(body)
+    assert raised.value.status == 400 and f"more than {MAX_JSON_DEPTH} levels" in raised.value.message
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    text = '{"endpoint": "tool:x", "success": true, "duration_ms": 1, "error": "' + '[{\\"' * 200 + '"}'
+    assert parse_ops(text)[0]["error"].startswith('[{"[{')
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"endpoint": "\xff"}', json.dumps(GOOD).encode("utf-16"), json.dumps(GOOD).encode("utf-32")],
+    ids=["invalid UTF-8", "UTF-16", "UTF-32"],
+)
+def test_bytes_that_are_not_utf8_are_a_400(body: bytes) -> None:
+    with pytest.raises(UndecodableBodyError) as raised:
+        parse_ops(body)
+    assert raised.value.status == 400 and "not valid UTF-8" in raised.value.message
+
+
+def test_a_lone_surrogate_is_a_400() -> None:
+    with pytest.raises(UndecodableBodyError):
+        parse_ops('{"endpoint": "\ud800"}')

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from opslake.errors import SqlError, SqlRejectedError
-from opslake.query.guard import MAX_SQL_CHARS, guard
+from opslake.query.guard import MAX_SQL_CHARS, MAX_SQL_NESTING, guard
 
 pytestmark = pytest.mark.unit
 
@@ -244,3 +244,26 @@ def test_a_syntax_error_says_where() -> None:
 def test_too_long_sql_is_refused() -> None:
     with pytest.raises(SqlRejectedError, match=f"at most {MAX_SQL_CHARS}"):
         check("SELECT 1 " + " " * MAX_SQL_CHARS)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT " + "(" * 50 + "1" + ")" * 50 + " FROM ops",
+        "SELECT * FROM ops WHERE " + "(" * 500 + "success" + ")" * 500,
+        "SELECT 1 FROM ops WHERE " + "NOT " * 3000 + "success",  # deep without parentheses
+    ],
+    ids=["50 parentheses", "500 parentheses", "3000 NOTs"],
+)
+def test_sql_nested_too_deeply_is_refused_with_a_400_not_a_recursion_error(sql: str) -> None:
+    with pytest.raises(SqlRejectedError) as raised:
+        check(sql)
+    assert raised.value.status == 400 and raised.value.code == "sql_too_deep"
+    assert "nests too deeply" in raised.value.message
+
+
+def test_nesting_within_the_limit_and_parentheses_in_text_are_accepted() -> None:
+    nested = "(" * MAX_SQL_NESTING + "1" + ")" * MAX_SQL_NESTING
+    assert check(f"SELECT {nested} FROM ops").startswith("SELECT")
+    quoted = "'" + "(" * 100 + "'"
+    assert quoted in check(f"SELECT * FROM ops WHERE error = {quoted} -- {'(' * 100}")

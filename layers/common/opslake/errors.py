@@ -37,6 +37,18 @@ class MalformedJsonError(BadRequestError):
     code = "malformed_json"
 
 
+class UndecodableBodyError(BadRequestError):
+    """The body's bytes are not text opslake reads: not valid UTF-8 (UTF-16, Latin-1, binary)."""
+
+    code = "invalid_encoding"
+
+
+class JsonTooDeepError(MalformedJsonError):
+    """The JSON body nests deeper than opslake parses (checked before parsing, without recursion)."""
+
+    code = "json_too_deep"
+
+
 class InvalidOpsError(BadRequestError):
     """Every op in a request was invalid; ``detail`` lists each with its index and reason."""
 
@@ -46,6 +58,13 @@ class InvalidOpsError(BadRequestError):
 class ForbiddenError(OpslakeError):
     status = 403
     code = "forbidden"
+
+
+class UnsupportedMediaTypeError(OpslakeError):
+    """The body is in a content type or content encoding the route does not read (e.g. gzip)."""
+
+    status = 415
+    code = "unsupported_media_type"
 
 
 class PayloadTooLargeError(OpslakeError):

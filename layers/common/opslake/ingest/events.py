@@ -17,11 +17,14 @@ from pydantic import BaseModel, ValidationError
 from opslake.errors import (
     BadRequestError,
     InvalidOpsError,
+    JsonTooDeepError,
     MalformedJsonError,
     PayloadTooLargeError,
     QueueError,
     ServiceUnavailableError,
+    UndecodableBodyError,
 )
+from opslake.http.bodies import check_json_depth
 from opslake.models.ops import OpInput, QueuedOp
 from opslake.models.validation import describe_problems, field_errors
 from opslake.queue import OpsQueue
@@ -45,14 +48,29 @@ def parse_ops(body: str | bytes | None) -> list[Any]:
     """The list of raw ops in a request body: one op object, or ``{"ops": [...]}``."""
     if body is None or not body.strip():
         raise BadRequestError('the request body is empty; send one op object or {"ops": [...]}')
-    size = len(body.encode() if isinstance(body, str) else body)
+    try:
+        size = len(body.encode() if isinstance(body, str) else body)
+    except UnicodeEncodeError:  # lone surrogates cannot be UTF-8
+        raise UndecodableBodyError(
+            "the request body is not valid UTF-8; send JSON encoded as UTF-8"
+        ) from None
     if size > MAX_REQUEST_BYTES:
         raise PayloadTooLargeError(
             f"the request body is {size} bytes; the limit is {MAX_REQUEST_BYTES} (send smaller batches)"
         )
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("utf-8")  # strictly: json.loads would guess UTF-16/32 from the bytes
+        except UnicodeDecodeError as exc:
+            raise UndecodableBodyError(
+                f"the request body is not valid UTF-8 (byte {exc.start}); send JSON encoded as UTF-8"
+            ) from None
+    check_json_depth(body)
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except RecursionError:  # unreachable behind the depth check; kept so no nesting can be a 500
+        raise JsonTooDeepError("the JSON body nests too deeply; flatten it") from None
+    except ValueError as exc:
         raise MalformedJsonError(f"the request body is not valid JSON: {exc}") from None
     if isinstance(payload, dict) and "ops" in payload:
         extra = sorted(set(payload) - {"ops"})

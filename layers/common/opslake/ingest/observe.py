@@ -13,12 +13,13 @@ record is written as one structured log line (recoverable from CloudWatch Logs) 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
@@ -28,6 +29,9 @@ from opslake.http.responses import as_opslake_error
 from opslake.models.ops import MAX_SUMMARY_CHARS, OpInput, QueuedOp, now_utc
 from opslake.observability import MetricUnit, logger, metrics
 from opslake.queue import OpsQueue
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 # Optional request headers an agent may send to tie its calls together in the lake.
 SESSION_HEADER = "x-opslake-session-id"
@@ -51,7 +55,7 @@ def describe_request(method: str, path: str, query: dict[str, str] | None, body:
     if query:
         text += "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
     if body:
-        with contextlib.suppress(ValueError):  # compact JSON: spend the characters on content
+        with contextlib.suppress(ValueError, RecursionError):  # compact JSON: spend the characters on content
             body = json.dumps(json.loads(body), separators=(",", ":"), ensure_ascii=False)
         text += " " + body
     return text[: MAX_SUMMARY_CHARS * 2]
@@ -162,7 +166,7 @@ class Observer:
             duration_ms=duration_ms,
             status=status,
             request_text=describe_request(
-                event.http_method, event.path, event.query_string_parameters, event.decoded_body
+                event.http_method, event.path, event.query_string_parameters, _body_text(event)
             ),
             headers=headers,
             output_summary=app.context.get(_OUTPUT_SUMMARY),
@@ -177,6 +181,16 @@ class Observer:
             metrics.add_metric(name="ObservationsLost", unit=MetricUnit.Count, value=1)
             return
         metrics.add_metric(name="OpsObserved", unit=MetricUnit.Count, value=1)
+
+
+def _body_text(event: APIGatewayProxyEvent) -> str | None:
+    """The body as text for the record, even when it is not UTF-8 (the route refuses it with a 400)."""
+    if not event.body or not event.is_base64_encoded:
+        return event.body
+    try:
+        return base64.b64decode(event.body).decode("utf-8", errors="replace")
+    except ValueError:
+        return event.body
 
 
 def _error_from_body(body: str) -> tuple[str | None, str | None]:

@@ -53,7 +53,7 @@ def parse_hours(raw: str | None, *, default: int) -> int:
     """The ``hours`` query parameter: a whole number from 1 to 168, ``default`` when absent."""
     if raw is None or raw == "":
         return default
-    if not _WHOLE_NUMBER.match(raw) or not 1 <= int(raw) <= MAX_WINDOW_HOURS:
+    if not _WHOLE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= MAX_WINDOW_HOURS:
         shown = raw if len(raw) <= 40 else raw[:40] + "…"
         raise BadRequestError(
             f"hours must be a whole number of hours from 1 to {MAX_WINDOW_HOURS} (got {shown!r}); "

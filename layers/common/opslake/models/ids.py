@@ -7,7 +7,7 @@ import re
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}\Z")
 
 
 def new_ulid(now_ms: int | None = None) -> str:

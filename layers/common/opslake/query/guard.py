@@ -20,6 +20,7 @@ tell whether rows were cut. sqlglot is pure Python (~160 ms to import): only ``/
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -29,11 +30,17 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from opslake.errors import SqlError, SqlRejectedError
 
+# A quoted string or name (quotes doubled inside), a comment, or one parenthesis.
+_PAREN_TOKEN = re.compile(r"'(?:[^']|'')*+'?|\"(?:[^\"]|\"\")*+\"?|--[^\n]*|/\*.*?(?:\*/|\Z)|[()]", re.S)
+
 # sqlglot warns on every statement it falls back to parsing as a generic command (SHOW, CALL, …):
 # those are refused here with a clear message, so the warning is noise in the function's log.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 MAX_SQL_CHARS = 20_000
+#: Deepest parenthesis nesting accepted: sqlglot's parser recurses a dozen frames per level and hits
+#: Python's recursion limit near 50; real queries nest a handful of levels.
+MAX_SQL_NESTING = 32
 DEFAULT_CATALOG = "awsdatacatalog"
 
 # Statements sqlglot parses into a dedicated node (everything it does not know is a Command).
@@ -176,6 +183,28 @@ def _syntax_message(exc: ParseError) -> str:
     return f"{where}{description}" + (f" at {highlight!r}" if highlight else "")
 
 
+def _nesting(sql: str) -> int:
+    """The deepest parenthesis nesting outside string literals and quoted names (a cheap pre-check)."""
+    depth = deepest = 0
+    for token in _PAREN_TOKEN.finditer(sql):
+        char = token.group()
+        if char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= 1
+    return deepest
+
+
+def _too_deep(allowed: Iterable[str]) -> SqlRejectedError:
+    return _reject(
+        f"the query nests too deeply (more than {MAX_SQL_NESTING} levels of parentheses or subqueries); "
+        "flatten it with WITH clauses",
+        allowed,
+        code="sql_too_deep",
+    )
+
+
 def parse_one_query(sql: str, allowed: Iterable[str]) -> exp.Query:
     """The single query ``sql`` holds, or a 400 saying why it is not one."""
     allowed_set = {t.lower() for t in allowed}
@@ -183,8 +212,12 @@ def parse_one_query(sql: str, allowed: Iterable[str]) -> exp.Query:
         raise _reject("the SQL is empty", allowed_set)
     if len(sql) > MAX_SQL_CHARS:
         raise _reject(f"the SQL is {len(sql)} characters; at most {MAX_SQL_CHARS} are allowed", allowed_set)
+    if _nesting(sql) > MAX_SQL_NESTING:
+        raise _too_deep(allowed_set)
     try:
         statements = [s for s in sqlglot.parse(sql, read="athena") if s is not None]
+    except RecursionError:  # deep nesting the pre-check does not see (e.g. long operator chains)
+        raise _too_deep(allowed_set) from None
     except ParseError as exc:
         raise SqlError(
             f"SYNTAX_ERROR: {_syntax_message(exc)}", code="sql_syntax_error", detail={"reason": "syntax"}
@@ -211,9 +244,11 @@ def parse_one_query(sql: str, allowed: Iterable[str]) -> exp.Query:
 def guard(sql: str, *, allowed_tables: Iterable[str], database: str, limit: int) -> GuardedQuery:
     """Check ``sql`` and return the capped SQL to run, or raise a 400 that says what is allowed."""
     allowed = {t.lower() for t in allowed_tables}
-    tree = parse_one_query(sql, allowed)
-    tables = _check_sources(tree, allowed, database)
-    capped = _cap(tree, limit)
-    return GuardedQuery(
-        sql=capped.sql(dialect="athena", comments=False), tables=tuple(sorted(tables)), limit=limit
-    )
+    try:
+        tree = parse_one_query(sql, allowed)
+        tables = _check_sources(tree, allowed, database)
+        capped = _cap(tree, limit)
+        checked = capped.sql(dialect="athena", comments=False)
+    except RecursionError:  # sqlglot walks and regenerates trees recursively too
+        raise _too_deep(allowed) from None
+    return GuardedQuery(sql=checked, tables=tuple(sorted(tables)), limit=limit)

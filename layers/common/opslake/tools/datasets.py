@@ -128,7 +128,7 @@ class TableCatalog:
 # ---- GET /worker/{id} ---------------------------------------------------------------------------
 def validate_worker_id(raw: str | None) -> str:
     """A worker id: ``W`` and five digits (``W00042``); anything else is a 400."""
-    if raw is None or not WORKER_ID.match(raw):
+    if raw is None or not WORKER_ID.fullmatch(raw):  # whole: "$" alone would accept "W00042\n"
         shown = (raw or "")[:40]
         raise BadRequestError(
             f"worker id must be W followed by five digits, e.g. W00042 (got {shown!r})",
