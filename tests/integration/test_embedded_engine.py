@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import duckdb
 import pytest
 
 from opslake.config import load_settings
@@ -16,8 +18,8 @@ from opslake.lake.catalog import GlueCatalog
 from opslake.lake.layout import ops_object_key, partition_of_millis
 from opslake.lake.parquet import ops_table, to_parquet_bytes
 from opslake.models.ops import QueuedOp
-from opslake.query.base import QueryFailedError
-from opslake.query.embedded import EmbeddedEngine
+from opslake.query.base import QueryFailedError, QueryTimeoutError
+from opslake.query.embedded import MAX_SEQUENCE_ENTRIES, EmbeddedEngine
 from opslake_local.stack import QUIET_ENV, LocalStack
 
 pytestmark = pytest.mark.integration
@@ -214,3 +216,61 @@ def test_glue_table_without_partitions_is_empty(lake: Lake) -> None:
     result = lake.engine.run(f"SELECT endpoint, dt FROM {database}.ops_empty")
     assert result.rows == [] and [c.name for c in result.columns] == ["endpoint", "dt"]
     assert result.files_read == [] and result.bytes_scanned == 0
+
+
+# ---- limits (issue 12): what anyone's SQL may make the engine do ------------------------------
+
+
+def test_a_long_query_is_interrupted_at_its_timeout(lake: Lake) -> None:
+    # 3,000 rows cubed: hours of work; the timer interrupts DuckDB and the connection is closed
+    started = time.monotonic()
+    with pytest.raises(QueryTimeoutError, match="time limit of 1 s"):
+        lake.engine.run("SELECT count(*) FROM ops a CROSS JOIN ops b CROSS JOIN ops c", timeout_s=1)
+    assert time.monotonic() - started < 20  # it stopped: left running, it would take hours
+    assert lake.engine.run("SELECT count(*) AS n FROM ops").rows == [(len(lake.ops),)]  # still serving
+
+
+def test_a_huge_sequence_is_refused_like_athena_before_it_is_built(lake: Lake) -> None:
+    # DuckDB builds a list in one scalar call that interrupt() cannot stop and memory_limit does not
+    # count (150M entries: 79 s and 14 GB); Athena refuses more than 10,000 entries, and so do we
+    with pytest.raises(QueryFailedError, match=r"INVALID_FUNCTION_ARGUMENT: .*10000 entries"):
+        lake.engine.run("SELECT cardinality(sequence(1, 20000000))", timeout_s=1)
+    with pytest.raises(QueryFailedError, match="INVALID_FUNCTION_ARGUMENT"):
+        lake.engine.run("SELECT cardinality(sequence(20000000, 1, -1))", timeout_s=1)
+    with pytest.raises(QueryFailedError, match="INVALID_FUNCTION_ARGUMENT"):
+        lake.engine.run("SELECT sequence(date '2026-01-01', date '2099-01-01', interval '1' day)")
+    ((n, stepped, days),) = lake.engine.run(
+        f"SELECT cardinality(sequence(1, {MAX_SEQUENCE_ENTRIES})), sequence(10, 1, -4), "
+        "cardinality(sequence(date '2026-01-01', date '2026-01-31', interval '1' day))"
+    ).rows
+    assert (n, stepped, days) == (MAX_SEQUENCE_ENTRIES, [10, 6, 2], 31)
+
+
+def test_connections_are_bounded_and_locked() -> None:
+    engine = EmbeddedEngine(None, None, database="opslake", memory_limit_mb=256, threads=1)
+    con = engine.connect()
+    try:
+        (settings,) = con.sql(
+            "SELECT current_setting('memory_limit'), current_setting('threads'), "
+            "current_setting('enable_external_access'), current_setting('autoinstall_known_extensions'), "
+            "current_setting('autoload_known_extensions'), current_setting('lock_configuration')"
+        ).fetchall()
+        assert settings == ("244.1 MiB", 1, False, False, False, True)  # 256 MB in DuckDB's MiB
+        for statement in ("SET memory_limit = '10GB'", "SET threads = 64", "SET lock_configuration = false",
+                          "SET enable_external_access = true", "RESET memory_limit"):  # fmt: skip
+            with pytest.raises(duckdb.Error, match="configuration has been locked"):
+                con.execute(statement)
+        for statement in ("INSTALL httpfs", "LOAD httpfs", "SELECT * FROM read_csv('/etc/passwd')",
+                          "SELECT * FROM read_parquet('s3://lake/ops/x.parquet')", "ATTACH '/tmp/x.db'"):  # fmt: skip
+            with pytest.raises(duckdb.Error, match="disabled"):
+                con.execute(statement)
+    finally:
+        con.close()
+
+
+def test_the_settings_reach_the_engine() -> None:
+    settings = load_settings({"OPSLAKE_EMBEDDED_MEMORY_LIMIT_MB": "512", "OPSLAKE_EMBEDDED_THREADS": "3"})
+    engine = EmbeddedEngine.from_settings(settings, glue_client=object())
+    assert (engine.memory_limit_mb, engine.threads) == (512, 3)
+    defaults = load_settings({})
+    assert (defaults.embedded_memory_limit_mb, defaults.embedded_threads) == (1024, 2)

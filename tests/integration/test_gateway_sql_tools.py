@@ -200,6 +200,30 @@ def test_sql_engine_failures_have_stable_error_types(
     assert op.attributes["http_status"] == str(status)
 
 
+def test_sql_an_answer_too_large_for_lambda_is_a_400_that_says_to_aggregate_or_page(
+    aws: Aws, sql_tool: Callable[..., Invoke]
+) -> None:
+    from opslake.tools.sql import MAX_ANSWER_BYTES, answer_bytes
+
+    row = ("x" * 6_000, None, None, 1.0)  # 1,000 rows of 6 KB: ~6 MB, over Lambda's limit
+    status, _, answer = sql_tool(FakeEngine(_result([row] * 1_000)))(
+        "POST", "/sql", {"sql": "SELECT * FROM ops"}
+    )
+    assert (status, answer["error"]) == (400, "sql_answer_too_large"), answer
+    assert "aggregate" in answer["message"] and "smaller limit" in answer["message"]
+    assert answer["detail"]["answer_bytes"] > MAX_ANSWER_BYTES == answer["detail"]["max_answer_bytes"]
+    op = only_record(aws)
+    assert (op.success, op.error_type, op.attributes["http_status"]) == (False, "sql_answer_too_large", "400")
+
+    # the same rows under a smaller limit fit, and the bound counts the escaping inside Lambda's response
+    status, _, answer = sql_tool(FakeEngine(_result([row] * 1_000)))(
+        "POST", "/sql", {"sql": "SELECT * FROM ops", "limit": 500}
+    )
+    assert (status, answer["row_count"], answer["truncated"]) == (200, 500, True)
+    tricky = {"a": '"\\\n\u00e9', "b": [1.5, None]}
+    assert answer_bytes(tricky) == len(json.dumps(json.dumps(tricky, separators=(",", ":")))) - 2
+
+
 # ---- POST /log ---------------------------------------------------------------------------------
 LOGGED = {
     "operation": "fill staffing order",
@@ -630,3 +654,25 @@ def test_sql_on_the_local_stack_answers_rows_and_records_a_guessed_column(
     ((error_type, reporter_id, error),) = lake.json()["rows"]
     assert (error_type, reporter_id) == ("sql_column_not_found", stack.api_key.name)
     assert "wrokers" in error
+
+
+def test_sql_on_the_local_stack_is_bounded(local: tuple[LocalStack, httpx.Client, Drainer]) -> None:
+    stack, client, _ = local
+    assert stack.api_key is not None
+    key = {"x-api-key": stack.api_key.value}
+    # issue 12: this ran 79 s past the timeout and grew the process to 14 GB
+    huge = client.post("/sql", json={"sql": "SELECT cardinality(sequence(1, 150000000))"}, headers=key)
+    assert huge.status_code == 400, huge.text
+    assert huge.json()["error"] == "sql_invalid_argument" and "10000 entries" in huge.json()["message"]
+    # and this answered 20 MB, which Lambda cannot return (6 MB): a 400 saying what to do instead
+    big = client.post("/sql", json={"sql": "SELECT repeat('x', 20000000) AS filler"}, headers=key)
+    assert big.status_code == 400, big.text
+    assert big.json()["error"] == "sql_answer_too_large" and "aggregate" in big.json()["message"]
+    for sql in (
+        "SET memory_limit = '10GB'",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SELECT * FROM read_csv('/etc/passwd')",
+    ):
+        refused = client.post("/sql", json={"sql": sql}, headers=key)
+        assert refused.status_code == 400 and refused.json()["error"].startswith("sql_"), (sql, refused.text)

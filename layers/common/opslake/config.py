@@ -48,6 +48,12 @@ class Settings(BaseModel):
         description="comma-separated Glue tables of the sample datasets the gateway tools expose",
     )
     query_timeout_s: float = Field(default=60.0, gt=0, le=900, description="longest a query may run")
+    embedded_memory_limit_mb: int = Field(
+        default=1024, ge=64, le=64 * 1024, description="DuckDB memory_limit of one embedded-engine query"
+    )
+    embedded_threads: int = Field(
+        default=2, ge=1, le=64, description="DuckDB threads of one embedded-engine query"
+    )
     # -- scheduled jobs (analyzer every 5 min, consolidator every 30 min) --------------------------
     analyzer_settle_s: float = Field(
         default=120.0, ge=0, le=3600, description="the window ends this long before now (ops still queued)"

@@ -129,15 +129,62 @@ def glue_partition_expression(places: tuple[tuple[Predicate, ...], ...] | None) 
     return " OR ".join(disjuncts)
 
 
+#: Athena (Trino) refuses a ``sequence`` of more than 10,000 entries; DuckDB would build it whole in
+#: one scalar call that neither ``memory_limit`` bounds nor ``interrupt()`` stops (150M entries: 79 s, 14 GB).
+MAX_SEQUENCE_ENTRIES = 10_000
+_SEQUENCE_TOO_LONG = (
+    f"error('INVALID_FUNCTION_ARGUMENT: result of sequence function must not have more than "
+    f"{MAX_SEQUENCE_ENTRIES} entries')"
+)
+# sqlglot writes Athena's sequence(a, b[, step]) as generate_series; these macros shadow the built-in
+# and fail like Athena when the series would pass the bound (the tests are written so that integer,
+# date and timestamp bounds with an integer or interval step all bind). The check sits inside the
+# call's argument so the optimizer cannot fold the whole series as a constant before the check runs.
+_N = f"CAST({MAX_SEQUENCE_ENTRIES} AS BIGINT)"
+_SEQUENCE_MACRO = (
+    "CREATE MACRO generate_series"
+    f"(a, b) AS system.main.generate_series(a, CASE WHEN b >= a + {_N} THEN {_SEQUENCE_TOO_LONG} ELSE b END), "
+    "(a, b, step) AS system.main.generate_series(a, CASE "
+    f"WHEN a + step > a AND b >= a + step * {_N} THEN {_SEQUENCE_TOO_LONG} "
+    f"WHEN a + step < a AND b <= a + step * {_N} THEN {_SEQUENCE_TOO_LONG} ELSE b END, step)"
+)
+
+
+def limit_statements(memory_limit_mb: int, threads: int) -> list[str]:
+    """The DuckDB settings every connection gets before anyone's SQL runs, ending with the lock that
+    keeps the query from changing them: bounded memory and threads, no extension installed or loaded
+    on demand, no file or network access (the engine hands DuckDB Arrow data it read with pyarrow)."""
+    return [
+        f"SET memory_limit = '{int(memory_limit_mb)}MB'",
+        f"SET threads = {int(threads)}",
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+        "SET enable_external_access = false",
+        "SET TimeZone = 'UTC'",
+        _SEQUENCE_MACRO,
+        "SET lock_configuration = true",
+    ]
+
+
 class EmbeddedEngine(QueryEngine):
     """Runs Athena SQL in-process: Glue for the catalog, pyarrow for the files, DuckDB for SQL."""
 
     name = "embedded"
 
-    def __init__(self, glue_client: Any, filesystem: pafs.FileSystem, *, database: str) -> None:
+    def __init__(
+        self,
+        glue_client: Any,
+        filesystem: pafs.FileSystem,
+        *,
+        database: str,
+        memory_limit_mb: int = 1024,
+        threads: int = 2,
+    ) -> None:
         self._glue = glue_client
         self._fs = filesystem
         self.database = database
+        self.memory_limit_mb = memory_limit_mb
+        self.threads = threads
 
     @classmethod
     def from_settings(cls, settings: Settings, glue_client: Any = None) -> EmbeddedEngine:
@@ -161,7 +208,24 @@ class EmbeddedEngine(QueryEngine):
         if parsed.hostname and not parsed.hostname.endswith("amazonaws.com"):
             options["endpoint_override"] = parsed.netloc
             options["scheme"] = parsed.scheme or "https"
-        return cls(glue, pafs.S3FileSystem(**options), database=settings.glue_database)
+        return cls(
+            glue,
+            pafs.S3FileSystem(**options),
+            database=settings.glue_database,
+            memory_limit_mb=settings.embedded_memory_limit_mb,
+            threads=settings.embedded_threads,
+        )
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A fresh in-memory DuckDB connection with the limits set and locked (see :func:`limit_statements`)."""
+        con = duckdb.connect(":memory:")
+        try:
+            for statement in limit_statements(self.memory_limit_mb, self.threads):
+                con.execute(statement)
+        except BaseException:
+            con.close()
+            raise
+        return con
 
     # -- catalog -------------------------------------------------------------------------------
     def _table(self, ref: TableRef) -> dict[str, Any]:
@@ -243,9 +307,8 @@ class EmbeddedEngine(QueryEngine):
     def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
         query_id = str(uuid.uuid4())
         query = to_duckdb(sql)
-        con = duckdb.connect(":memory:")
+        con = self.connect()
         try:
-            con.execute("SET TimeZone = 'UTC'")
             files: list[tuple[str, int]] = []
             for i, ref in enumerate(query.tables):
                 loaded = self._load(ref, query)

@@ -12,6 +12,7 @@ binary as hex, arrays as lists, maps and rows as objects.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -28,6 +29,18 @@ from opslake.query.base import (
     UnsupportedSqlError,
 )
 from opslake.query.guard import guard
+
+#: Lambda refuses a response over 6 MB (API Gateway then answers 502); the answer's JSON, as it
+#: travels inside Lambda's response, must stay below this with room for the envelope and headers.
+MAX_ANSWER_BYTES = 5 * 1024 * 1024
+
+
+class SqlAnswerTooLargeError(SqlError):
+    """The query ran but its answer is too large to send: a 400 like the agent's other SQL mistakes
+    (not 413, which says the *request* was too large), telling it how to ask for less."""
+
+    code = "sql_answer_too_large"
+
 
 # The engine's error name → the stable error_type of an agent's mistake (answered 400).
 AGENT_ERRORS: dict[str, str] = {
@@ -158,7 +171,7 @@ def run_sql(
     except QueryError as exc:
         raise engine_error(exc, retry_after_s=retry_after_s) from exc
     rows = result.rows[:limit]
-    return {
+    answer = {
         "columns": [{"name": c.name, "type": c.type} for c in result.columns],
         "rows": [[json_value(v) for v in row] for row in rows],
         "row_count": len(rows),
@@ -168,3 +181,19 @@ def run_sql(
         "bytes_scanned": result.bytes_scanned,
         "tables": list(query.tables),
     }
+    size = answer_bytes(answer)
+    if size > MAX_ANSWER_BYTES:
+        raise SqlAnswerTooLargeError(
+            f"the answer of {len(rows)} rows is {size:,} bytes, more than the {MAX_ANSWER_BYTES:,} bytes "
+            "an answer may have; aggregate (GROUP BY, count, approx_percentile), select fewer columns, "
+            "or page with a smaller limit and a WHERE or ORDER BY that moves on",
+            detail={"answer_bytes": size, "max_answer_bytes": MAX_ANSWER_BYTES, "rows": len(rows)},
+        )
+    return answer
+
+
+def answer_bytes(answer: dict[str, Any]) -> int:
+    """The size of ``answer`` inside Lambda's response: serialized as the handler does, then once more
+    as the ``body`` string of the response (every quote and backslash gains a backslash)."""
+    text = json.dumps(answer, separators=(",", ":"), default=str)
+    return len(text) + text.count('"') + text.count("\\")
