@@ -239,6 +239,10 @@ def test_a_huge_sequence_is_refused_like_athena_before_it_is_built(lake: Lake) -
         lake.engine.run("SELECT cardinality(sequence(20000000, 1, -1))", timeout_s=1)
     with pytest.raises(QueryFailedError, match="INVALID_FUNCTION_ARGUMENT"):
         lake.engine.run("SELECT sequence(date '2026-01-01', date '2099-01-01', interval '1' day)")
+    for builder in ("range(1, 20000000)", "range(20000000)", "repeat('x', 2000000000)"):  # DuckDB's own
+        with pytest.raises(QueryFailedError, match="INVALID_FUNCTION_ARGUMENT"):
+            lake.engine.run(f"SELECT {builder} AS built", timeout_s=1)
+    assert lake.engine.run("SELECT range(3), repeat('ab', 2)").rows == [([0, 1, 2], "abab")]
     ((n, stepped, days),) = lake.engine.run(
         f"SELECT cardinality(sequence(1, {MAX_SEQUENCE_ENTRIES})), sequence(10, 1, -4), "
         "cardinality(sequence(date '2026-01-01', date '2026-01-31', interval '1' day))"

@@ -129,25 +129,42 @@ def glue_partition_expression(places: tuple[tuple[Predicate, ...], ...] | None) 
     return " OR ".join(disjuncts)
 
 
-#: Athena (Trino) refuses a ``sequence`` of more than 10,000 entries; DuckDB would build it whole in
-#: one scalar call that neither ``memory_limit`` bounds nor ``interrupt()`` stops (150M entries: 79 s, 14 GB).
+#: Athena (Trino) refuses a ``sequence`` (or ``repeat``) of more than 10,000 entries; DuckDB would build
+#: it whole in one scalar call that neither ``memory_limit`` bounds nor ``interrupt()`` stops (a
+#: 150M-entry sequence: 71-79 s, 14 GB).
 MAX_SEQUENCE_ENTRIES = 10_000
-_SEQUENCE_TOO_LONG = (
-    f"error('INVALID_FUNCTION_ARGUMENT: result of sequence function must not have more than "
-    f"{MAX_SEQUENCE_ENTRIES} entries')"
-)
-# sqlglot writes Athena's sequence(a, b[, step]) as generate_series; these macros shadow the built-in
-# and fail like Athena when the series would pass the bound (the tests are written so that integer,
-# date and timestamp bounds with an integer or interval step all bind). The check sits inside the
-# call's argument so the optimizer cannot fold the whole series as a constant before the check runs.
 _N = f"CAST({MAX_SEQUENCE_ENTRIES} AS BIGINT)"
-_SEQUENCE_MACRO = (
-    "CREATE MACRO generate_series"
-    f"(a, b) AS system.main.generate_series(a, CASE WHEN b >= a + {_N} THEN {_SEQUENCE_TOO_LONG} ELSE b END), "
-    "(a, b, step) AS system.main.generate_series(a, CASE "
-    f"WHEN a + step > a AND b >= a + step * {_N} THEN {_SEQUENCE_TOO_LONG} "
-    f"WHEN a + step < a AND b <= a + step * {_N} THEN {_SEQUENCE_TOO_LONG} ELSE b END, step)"
-)
+
+
+def _too_long(function: str) -> str:
+    return (
+        f"error('INVALID_FUNCTION_ARGUMENT: result of {function} function must not have more than "
+        f"{MAX_SEQUENCE_ENTRIES} entries')"
+    )
+
+
+def _series_macro(name: str, function: str) -> str:
+    """A macro shadowing DuckDB's list builder ``name([a, ]b[, step])`` that fails like Athena when the
+    list would pass the bound (written so integer, date and timestamp bounds with an integer or interval
+    step all bind). The check sits inside the call's argument so the optimizer cannot fold the whole
+    list as a constant before the check runs."""
+    err = _too_long(function)
+    return (
+        f"CREATE MACRO {name}"
+        f"(b) AS system.main.{name}(CASE WHEN b > {_N} THEN {err} ELSE b END), "
+        f"(a, b) AS system.main.{name}(a, CASE WHEN b >= a + {_N} THEN {err} ELSE b END), "
+        f"(a, b, step) AS system.main.{name}(a, CASE "
+        f"WHEN a + step > a AND b >= a + step * {_N} THEN {err} "
+        f"WHEN a + step < a AND b <= a + step * {_N} THEN {err} ELSE b END, step)"
+    )
+
+
+# sqlglot writes Athena's sequence as generate_series and passes range and repeat through unchanged.
+_LIST_BUILDER_MACROS = [
+    _series_macro("generate_series", "sequence"),
+    _series_macro("range", "range"),
+    f"CREATE MACRO repeat(x, n) AS system.main.repeat(x, CASE WHEN n > {_N} THEN {_too_long('repeat')} ELSE n END)",
+]
 
 
 def limit_statements(memory_limit_mb: int, threads: int) -> list[str]:
@@ -161,7 +178,7 @@ def limit_statements(memory_limit_mb: int, threads: int) -> list[str]:
         "SET autoload_known_extensions = false",
         "SET enable_external_access = false",
         "SET TimeZone = 'UTC'",
-        _SEQUENCE_MACRO,
+        *_LIST_BUILDER_MACROS,
         "SET lock_configuration = true",
     ]
 
