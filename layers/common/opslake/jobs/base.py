@@ -92,7 +92,7 @@ class ScheduledJob(ABC, Generic[ReportT]):
         """The run's work under the lease; ends with ``self.state.commit`` (or ``nothing_to_do``)."""
 
     def after_run(self, report: ReportT) -> None:
-        """Work that follows every run that was not refused as busy (none by default)."""
+        """Work after every run, whatever its status (none by default; the consolidator compacts)."""
 
     # -- helpers -------------------------------------------------------------------------------
     def next_window(
