@@ -275,6 +275,14 @@ def proxy_response(result: Any, request_id: str) -> HttpResponse:
 
 
 # ---- the server ---------------------------------------------------------------------------------
+class _Server(ThreadingHTTPServer):
+    """The threading server with a listen backlog for bursts: with socketserver's default of 5,
+    a burst of concurrent clients (an agent fleet starting) gets connections reset, which API
+    Gateway never does."""
+
+    request_queue_size = 128
+
+
 class LocalApi:
     """Serves every template route on 127.0.0.1 by invoking the route's function in-process."""
 
@@ -286,7 +294,7 @@ class LocalApi:
         self.router = Router(stack.template.api_routes())
         self.keys = ApiKeyStore(stack, max_age_s=key_max_age_s)
         self.access_log = access_log
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     def answer(self, request: HttpRequest) -> HttpResponse:
@@ -323,7 +331,7 @@ class LocalApi:
 
     def start(self, port: int = 0) -> str:
         """Serve in a background thread; returns the base URL."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_class(self))
+        self._server = _Server(("127.0.0.1", port), _handler_class(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="opslake-http", daemon=True)
         self._thread.start()

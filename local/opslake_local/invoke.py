@@ -133,13 +133,17 @@ def load_handler(
 
 
 class Invoker:
-    """Loads handlers lazily (first invocation = cold start) and invokes them."""
+    """Loads handlers lazily (first invocation = cold start) and invokes them, one invocation at a
+    time per function: a Lambda container serves one request at a time, and handlers rely on it
+    (Powertools' resolver keeps the current event on the module's app), so callers on many threads
+    (the threading HTTP server, the drainer) wait for the function rather than share its state."""
 
     def __init__(self, template: Template, *, env_overrides: Mapping[str, str] | None = None) -> None:
         self.template = template
         self.env_overrides = dict(env_overrides or {})
         self.functions = template.functions()
         self._handlers: dict[str, Handler] = {}
+        self._locks = {logical_id: threading.Lock() for logical_id in self.functions}
         self._token = uuid.uuid4().hex[:8]  # a new Invoker gets fresh modules: a new cold start
         reset_shared_caches()
 
@@ -166,16 +170,25 @@ class Invoker:
         )
 
     def invoke(self, logical_id: str, event: Mapping[str, Any]) -> Any:
-        """Invoke a function with a JSON-serializable event; returns its JSON-round-tripped result."""
-        handler = self.handler(logical_id)
+        """Invoke a function with a JSON-serializable event; returns its JSON-round-tripped result.
+        Waits while another invocation of the same function runs (its cold start included)."""
         payload = json.loads(json.dumps(event))
-        try:
-            result = handler(payload, self.context(logical_id))
-        except Exception as exc:
-            raise FunctionError(logical_id, exc) from exc
-        finally:
-            _discard_unpublished_metrics()
+        with self._lock(logical_id):
+            handler = self.handler(logical_id)
+            try:
+                result = handler(payload, self.context(logical_id))
+            except Exception as exc:
+                raise FunctionError(logical_id, exc) from exc
+            finally:
+                _discard_unpublished_metrics()
         return json.loads(json.dumps(result))
+
+    def _lock(self, logical_id: str) -> threading.Lock:
+        """The lock of ``logical_id``'s single container; an unknown function raises as
+        :meth:`handler` does."""
+        if logical_id not in self._locks:
+            self.handler(logical_id)  # raises KeyError naming the known functions
+        return self._locks[logical_id]
 
 
 def _discard_unpublished_metrics() -> None:
