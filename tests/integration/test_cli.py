@@ -200,6 +200,66 @@ def test_a_stale_state_file_is_no_running_stack(tmp_path: Path, capsys: pytest.C
     assert "does not answer" in capsys.readouterr().err
 
 
+@pytest.fixture
+def slow_server() -> Iterator[tuple[str, list[str]]]:
+    """A loopback server that answers every request after 1.5 s (a busy stack), recording paths."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Slow(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            seen.append(f"{self.command} {self.path}")
+            threading.Event().wait(1.5)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_HEAD = _answer
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_busy_stack_is_a_running_stack_and_its_state_is_not_downloaded(
+    tmp_path: Path, slow_server: tuple[str, list[str]]
+) -> None:
+    from opslake_local.cli import running_stack
+    from opslake_local.template import find_template
+
+    endpoint, seen = slow_server
+    state = tmp_path / "local.json"
+    state.write_text(json.dumps({"moto_endpoint": endpoint, "environment": {}}))
+    assert running_stack(find_template(None), state) == {"moto_endpoint": endpoint, "environment": {}}
+    assert seen and not any("data.json" in request for request in seen)
+
+
+def test_invoke_with_a_stale_state_file_says_so_and_starts_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opslake_local import stack as stack_module
+
+    started: list[object] = []
+    monkeypatch.setattr(stack_module.LocalStack, "start", lambda self: started.append(self))
+    stale = tmp_path / "local.json"
+    stale.write_text(json.dumps({"moto_endpoint": "http://127.0.0.1:9", "environment": {}}))
+    assert main(["--state", str(stale), "invoke", "HealthFunction"]) == 2
+    err = capsys.readouterr().err
+    assert "does not answer" in err and str(stale) in err and "nothing was started" in err
+    assert started == []
+
+
 def test_schedule_run_runs_the_analyzer_now(running: Running, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = running.cli(capsys, "schedule", "run", "AnalyzerFunction")
     assert code == 0, err

@@ -135,7 +135,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     def event_for(template: Template) -> Any:
         return given if args.event is not None else default_event(template, args.function)
 
-    state = running_stack(template_path, args.state)
+    state = running_stack(template_path, args.state, stale_is_error=True)
     try:
         if state is not None:
             print(f"(using the running local stack at {state['moto_endpoint']})", file=sys.stderr)

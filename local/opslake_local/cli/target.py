@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +24,9 @@ STATE_FILE = Path(".opslake/local.json")
 STATE_ENV = "OPSLAKE_LOCAL_STATE"
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 DEFAULT_STACK_NAME = "opslake"
+#: How long a stack that accepts connections may take to answer before it counts as gone: a busy
+#: stack (a simulator run, a long drain) answers late, and must not be taken for a dead one.
+LIVENESS_PATIENCE_S = 5.0
 
 
 class CliError(Exception):
@@ -41,22 +46,48 @@ def state_path(template: Path, override: Path | None = None) -> Path:
     return template.parent / STATE_FILE
 
 
-def _moto_alive(endpoint: str) -> bool:
-    """Whether a moto server answers at ``endpoint``."""
-    try:
-        with urllib.request.urlopen(f"{endpoint}/moto-api/data.json", timeout=1):
-            return True
-    except OSError:
-        return False
+def _moto_alive(endpoint: str, patience_s: float = LIVENESS_PATIENCE_S) -> bool:
+    """Whether a moto server answers at ``endpoint``: a HEAD of moto's small dashboard page (never
+    its whole state), where any HTTP answer is life. A refused connection is death at once (nothing
+    listens); a slow answer is retried until ``patience_s`` has passed."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            request = urllib.request.Request(f"{endpoint}/moto-api/", method="HEAD")
+            with urllib.request.urlopen(request, timeout=max(0.5, min(2.0, remaining))):
+                return True
+        except urllib.error.HTTPError:
+            return True  # an error status is still an answer from a live server
+        except ConnectionRefusedError:
+            return False
+        except (OSError, ValueError):  # a timeout, a reset, or no endpoint at all
+            if remaining <= 0 or not endpoint:
+                return False
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
-def running_stack(template: Path, state_file: Path | None = None) -> dict[str, Any] | None:
-    """The state of a stack started by ``opslake local up`` that is still answering, if any."""
+def running_stack(
+    template: Path, state_file: Path | None = None, *, stale_is_error: bool = False
+) -> dict[str, Any] | None:
+    """The state of a stack started by ``opslake local up`` that is still answering, if any. With
+    ``stale_is_error``, a state file whose stack does not answer is a CliError (exit 2) rather than
+    None, so that a caller that would otherwise start an empty stack of its own says so instead."""
     path = state_path(template, state_file)
     if not path.is_file():
         return None
     state: dict[str, Any] = json.loads(path.read_text())
-    return state if _moto_alive(state.get("moto_endpoint", "")) else None
+    endpoint = state.get("moto_endpoint", "")
+    if _moto_alive(endpoint):
+        return state
+    if stale_is_error:
+        raise CliError(
+            f"{path} says a local stack runs at {endpoint or '(no endpoint)'}, but its moto server does "
+            "not answer. If the stack was stopped, delete that file (or run `opslake local up` again); "
+            "nothing was started in its place.",
+            code=2,
+        )
+    return None
 
 
 def require_stack(args: argparse.Namespace) -> dict[str, Any]:
