@@ -3,7 +3,6 @@ stack: every part of a report comes back from its own column, whatever punctuati
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -16,8 +15,7 @@ from opslake.jobs.consolidator import logs_sql
 from opslake.models.window import Window
 from opslake.query.embedded import EmbeddedEngine
 from opslake_local.drain import Drainer
-from opslake_local.http import LocalApi
-from opslake_local.stack import QUIET_ENV, LocalStack
+from opslake_local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -57,21 +55,15 @@ class Local:
 
 
 @pytest.fixture(scope="module")
-def local() -> Iterator[Local]:
-    with LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack:
-        invoker = stack.invoker()
-        api = LocalApi(stack, invoker)
-        base_url = api.start()
-        try:
-            with httpx.Client(base_url=base_url, timeout=30) as client:
-                yield Local(stack, Drainer(stack, invoker), client)
-        finally:
-            api.stop()
+def logs(local: tuple[LocalStack, httpx.Client, Drainer]) -> Local:
+    """The shared local stack (tests/integration/conftest.py), seen as a reporter of /log records."""
+    stack, client, drainer = local
+    return Local(stack, drainer, client)
 
 
-def test_an_operation_with_a_colon_round_trips_intact(local: Local) -> None:
-    op_id = local.log()
-    row = local.evidence()[op_id]
+def test_an_operation_with_a_colon_round_trips_intact(logs: Local) -> None:
+    op_id = logs.log()
+    row = logs.evidence()[op_id]
     assert (row.operation, row.approach, row.result, row.output_summary) == (
         REPORT["operation"], REPORT["approach"], "failure", REPORT["context"],
     )  # fmt: skip
@@ -87,18 +79,18 @@ def test_an_operation_with_a_colon_round_trips_intact(local: Local) -> None:
     )
 
 
-def test_a_report_without_context_has_no_output_summary(local: Local) -> None:
-    op_id = local.log(result="lesson", context="", approach="ask /match with a 25 mile radius")
-    row = local.evidence()[op_id]
+def test_a_report_without_context_has_no_output_summary(logs: Local) -> None:
+    op_id = logs.log(result="lesson", context="", approach="ask /match with a 25 mile radius")
+    row = logs.evidence()[op_id]
     assert (row.operation, row.approach, row.result, row.output_summary) == (
         REPORT["operation"], "ask /match with a 25 mile radius", "lesson", None,
     )  # fmt: skip
     assert row.evidence == "fill a shift: night crew: ask /match with a 25 mile radius → lesson"
 
 
-def test_three_agents_reporting_it_make_one_group_under_the_whole_operation(local: Local) -> None:
-    logged = [local.log(op_id=f"prov-{i}", result="success", context="") for i in range(3)]
-    rows = [row for op_id, row in local.evidence().items() if op_id in logged]
+def test_three_agents_reporting_it_make_one_group_under_the_whole_operation(logs: Local) -> None:
+    logged = [logs.log(op_id=f"prov-{i}", result="success", context="") for i in range(3)]
+    rows = [row for op_id, row in logs.evidence().items() if op_id in logged]
     # one key for all three: give them distinct agents as three reporters would be
     agents = [row.model_copy(update={"agent_id": f"agent-{i}"}) for i, row in enumerate(rows)]
     (group,) = candidate_groups([], agents)
