@@ -224,6 +224,36 @@ def test_merges_dedupes_swaps_and_deletes_after_grace(aws: Aws) -> None:
     assert compactor(aws, clock).run().partitions == []  # nothing left to do
 
 
+def test_two_keys_ops_with_one_op_id_both_survive_and_one_keys_redelivery_collapses(aws: Aws) -> None:
+    """issue 12: a forged op (another key, same op_id, ingested EARLIER) used to win compaction's
+    "earliest copy" rule and replace the real op. One row per (reporter_id, op_id) keeps both."""
+    forged, forged_ms = make_op("bob-run-1", 1)
+    forged = forged.model_copy(update={"reporter_id": "mallory", "agent_id": "bob", "error_type": "forged"})
+    real, real_ms = make_op("bob-run-1", 2)
+    real = real.model_copy(update={"reporter_id": "bob", "agent_id": "bob", "error_type": "real"})
+    redelivered = (real, real_ms + 60_000)  # the same key's op again, in a later batch
+    put_file(aws, [(forged, forged_ms)], "forged-batch")
+    put_file(aws, [(real, real_ms), make_op("other", 3)], "real-batch")
+    put_file(aws, [redelivered], "redelivery-batch")
+
+    report = compactor(aws, Clock()).run()
+
+    assert report.errors == {}
+    (result,) = report.compacted
+    assert (result.rows_in, result.rows_out, result.duplicates_dropped) == (4, 3, 1)
+    assert journal(aws).distinct_ops == 3
+    rows = (
+        engine(aws)
+        .run(
+            f"SELECT reporter_id, op_id, error_type, ingested_at FROM ops WHERE dt = '{DT}' AND hour = '{HH}' "
+            "AND op_id = 'bob-run-1' ORDER BY reporter_id"
+        )
+        .rows
+    )
+    assert [r[:3] for r in rows] == [("bob", "bob-run-1", "real"), ("mallory", "bob-run-1", "forged")]
+    assert int(rows[0][3].timestamp() * 1000) == real_ms  # bob's earliest copy is the one kept
+
+
 def test_small_target_gives_several_even_files(aws: Aws) -> None:
     expected = make_hour(aws, files=10, rows=100, dups=0)
     report = compactor(aws, Clock(), target_file_bytes=20_000).run()

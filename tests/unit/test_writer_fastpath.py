@@ -133,7 +133,7 @@ ops = st.builds(
     duration_ms=st.floats(min_value=0, max_value=MAX_DURATION_MS) | st.sampled_from([0, MAX_DURATION_MS, 3]),
     source=_id,
     agent_id=_id,
-    reporter_id=_id,
+    reporter_id=st.sampled_from(["rt-a", "rt-b"]) | _id,  # two keys sharing op ids, too
     session_id=_optional(_id),
     trace_id=_optional(_id),
     error_type=_optional(_id),
@@ -176,6 +176,43 @@ def test_duplicates_collapse_into_the_earliest_copy_and_fail_with_it() -> None:
         messages
     )
     assert failed.failed_message_ids == ["m-early", "m-late", "m-tie"]
+
+
+def test_two_keys_sending_one_op_id_keep_a_row_each_and_one_key_resending_keeps_one() -> None:
+    """issue 12: another key's op with the same op_id, sent EARLIER, must not replace this key's op."""
+    messages = [
+        QueueMessage("m-forged", queued("run-1", reporter_id="mallory", error_type="forged").to_message(), 1),
+        QueueMessage("m-real", queued("run-1", reporter_id="bob", error_type="real").to_message(), 5),
+        QueueMessage("m-retry", queued("run-1", reporter_id="bob", error_type="retry").to_message(), 9),
+    ]
+    messages = [QueueMessage(m.message_id, m.body, millis(T0) - 5000 + m.sent_ms) for m in messages]
+    report = assert_same_as_slow_path(messages)
+    assert report.records_written == 2 and report.duplicates_dropped == 1
+    (rows,) = decoded_objects(run(messages, fast_path=True)[1]).values()
+    assert sorted((r["reporter_id"], r["op_id"], r["error_type"]) for r in rows) == [  # type: ignore[attr-defined]
+        ("bob", "run-1", "real"),
+        ("mallory", "run-1", "forged"),
+    ]
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_one_keys_failed_partition_never_fails_or_drops_another_keys_op_with_the_same_id(
+    fast_path: bool,
+) -> None:
+    messages = [
+        QueueMessage("m-a", queued("same", reporter_id="key-a").to_message(), millis(T0)),  # hour 23
+        QueueMessage("m-b", queued("same", reporter_id="key-b").to_message(), millis(T0) + 500),  # hour 00
+        QueueMessage("m-b2", queued("same", reporter_id="key-b").to_message(), millis(T0) + 900),  # its retry
+    ]
+    store = MemoryStore()
+    store.fail_keys_containing = "hour=00"
+    report = LakeWriter(
+        store, MemoryCatalog(), ops_prefix="ops/", rejects_prefix="rejects/", fast_path=fast_path
+    ).write_batch(messages)
+    assert report.failed_message_ids == ["m-b", "m-b2"]  # key-b's op and its duplicate: redelivered
+    assert report.records_written == 1 and report.duplicates_dropped == 1
+    (rows,) = decoded_objects(store.objects).values()
+    assert [r["reporter_id"] for r in rows] == ["key-a"]  # type: ignore[attr-defined]
 
 
 def test_attribute_maps_are_sorted_by_key_on_both_paths() -> None:

@@ -1,12 +1,12 @@
 """The lake: where op records and derived tables live in S3, in which format, and how Glue knows.
 
 ``layout`` (pure: partitions and object names; safe on the request path), ``schema`` (the ops
-Arrow schema and the one Arrow<->Glue type map), ``parquet``, ``writer`` (an SQS batch → one Parquet
-object per hour partition; ``fastpath`` decodes a batch with Arrow), ``catalog`` (Glue
-partitions), ``store`` (whole-object puts), ``derived`` (failures, signatures, diagnoses,
-playbooks), ``conditional`` (JSON objects changed only by conditional writes: every lease) and
-``compaction`` (closed hours merged and swapped in). Names resolve lazily: most modules need
-pyarrow, which the request path never imports.
+Arrow schema and the one Arrow<->Glue type map), ``parquet``, ``opkey`` (what makes an op row one
+op: reporter_id and op_id), ``writer`` (an SQS batch → one Parquet object per hour partition;
+``fastpath`` decodes a batch with Arrow), ``catalog`` (Glue partitions), ``store`` (whole-object
+puts), ``derived`` (failures, signatures, diagnoses, playbooks), ``conditional`` (JSON objects
+changed only by conditional writes: every lease) and ``compaction`` (closed hours merged and
+swapped in). Names resolve lazily: most modules need pyarrow, which the request path never imports.
 """
 
 from opslake._lazy import lazy_exports
@@ -17,6 +17,7 @@ __all__, __getattr__ = lazy_exports(
         "layout": ("PARTITION_KEYS", "ops_object_key", "partition_prefix", "partition_values", "s3_uri"),
         "schema": ("OPS_SCHEMA", "arrow_type", "glue_columns", "glue_type"),
         "parquet": ("ops_table", "to_parquet_bytes"),
+        "opkey": ("OP_KEY", "first_of_each_key"),
         "writer": ("LakeWriter", "QueueMessage", "WriteReport"),
         "catalog": ("Catalog", "GlueCatalog"),
         "store": ("ObjectStore", "S3ObjectStore"),

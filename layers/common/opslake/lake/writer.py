@@ -4,7 +4,9 @@
   cannot vouch for every message, each message is parsed on its own. A message that can never be
   written (not JSON, not an op) is a *reject*: it goes to ``rejects/dt=…/`` with its reason and
   is not retried. Both paths write the same rows, objects and report.
-* Valid ops are deduplicated on ``op_id`` (earliest ``ingested_at`` wins), grouped by partition
+* Valid ops are deduplicated on (``reporter_id``, ``op_id``): an op id is unique only per API key,
+  so one key can never replace or shadow another key's op (earliest ``ingested_at`` wins among
+  one key's copies), then grouped by partition
   (``dt``/``hour`` of ``ingested_at``) and written as one zstd Parquet object per partition, named
   from the batch's message ids so that a redelivered batch overwrites its object.
 * A partition whose Glue registration or S3 write fails reports its messages as failed, so SQS
@@ -28,6 +30,7 @@ from opslake.errors import LakeWriteError
 from opslake.lake.catalog import Catalog
 from opslake.lake.fastpath import decode_batch
 from opslake.lake.layout import MILLIS_PER_HOUR, ops_object_key, partition_of_millis, rejects_object_key
+from opslake.lake.opkey import OP_KEY, first_of_each_key
 from opslake.lake.parquet import ops_table, to_parquet_bytes
 from opslake.lake.schema import OPS_SCHEMA
 from opslake.lake.store import ObjectStore
@@ -102,20 +105,28 @@ def parse_message(message: QueueMessage) -> ParsedOp | Reject:
     return ParsedOp(message.message_id, op, message.sent_ms)
 
 
+def op_key(op: QueuedOp) -> tuple[str, str]:
+    """What makes an op one op (:data:`~opslake.lake.opkey.OP_KEY`): its ``op_id`` as sent by one
+    API key. Keying on ``op_id`` alone would let any key pre-empt another key's op ids."""
+    return (op.reporter_id, op.op_id)
+
+
 def dedupe(parsed: Sequence[ParsedOp]) -> tuple[list[ParsedOp], dict[str, str]]:
-    """Keep one op per ``op_id`` (earliest ingested_at, then smallest message id).
+    """Keep one op per (reporter_id, op_id) (earliest ingested_at, then smallest message id).
 
     Returns the kept ops and, for each dropped message, the message id it collapsed into, so a
     dropped duplicate fails and succeeds together with the copy that is written.
     """
-    best: dict[str, ParsedOp] = {}
+    best: dict[tuple[str, str], ParsedOp] = {}
     for item in parsed:
-        current = best.get(item.op.op_id)
+        current = best.get(op_key(item.op))
         if current is None or (item.ingested_ms, item.message_id) < (current.ingested_ms, current.message_id):
-            best[item.op.op_id] = item
+            best[op_key(item.op)] = item
     kept_ids = {item.message_id for item in best.values()}
     merged_into = {
-        item.message_id: best[item.op.op_id].message_id for item in parsed if item.message_id not in kept_ids
+        item.message_id: best[op_key(item.op)].message_id
+        for item in parsed
+        if item.message_id not in kept_ids
     }
     return sorted(best.values(), key=lambda p: (p.ingested_ms, p.message_id)), merged_into
 
@@ -149,17 +160,17 @@ def _slow_partitions(parsed: Sequence[ParsedOp]) -> tuple[list[_Partition], dict
 
 
 def _dedupe_rows(
-    op_ids: pa.Array, ingested_ms: pa.Array, message_ids: pa.Array
+    reporter_ids: pa.Array, op_ids: pa.Array, ingested_ms: pa.Array, message_ids: pa.Array
 ) -> tuple[pa.Array, dict[str, str]]:
     """The rows to keep, in the lake's order, and for each dropped duplicate the message id it
-    collapsed into: the same rule as :func:`dedupe` (earliest ingested_ms, then smallest message
-    id; Arrow orders strings by UTF-8 bytes, which is Python's code point order)."""
-    rows = pa.table({"op_id": op_ids, "ingested_ms": ingested_ms, "message_id": message_ids})
-    by_op = pc.sort_indices(rows, sort_keys=[(name, "ascending") for name in rows.column_names])
-    sorted_ops = pc.take(op_ids, by_op)
-    first_of_op = pa.concat_arrays(
-        [pa.array([True]), pc.not_equal(sorted_ops.slice(1), sorted_ops.slice(0, len(sorted_ops) - 1))]
+    collapsed into: the same rule as :func:`dedupe` (one row per (reporter_id, op_id): earliest
+    ingested_ms, then smallest message id; Arrow orders strings by UTF-8 bytes, which is Python's
+    code point order)."""
+    rows = pa.table(
+        {"reporter_id": reporter_ids, "op_id": op_ids, "ingested_ms": ingested_ms, "message_id": message_ids}
     )
+    by_op = pc.sort_indices(rows, sort_keys=[(name, "ascending") for name in rows.column_names])
+    first_of_op = first_of_each_key(rows, OP_KEY, by_op)
     keep = pc.filter(by_op, first_of_op)
     merged_into: dict[str, str] = {}
     if len(keep) < len(by_op):  # rare: walk the duplicates in Python
@@ -186,7 +197,12 @@ def _fast_partitions(
     """
     ingested_ms = pa.array([m.sent_ms for m in messages], pa.int64())
     message_ids = pa.array([m.message_id for m in messages], pa.string())
-    keep, merged_into = _dedupe_rows(queued.column("op_id").combine_chunks(), ingested_ms, message_ids)
+    keep, merged_into = _dedupe_rows(
+        queued.column("reporter_id").combine_chunks(),
+        queued.column("op_id").combine_chunks(),
+        ingested_ms,
+        message_ids,
+    )
     # The usual case (no duplicates, delivered in order) needs no copy.
     in_order = keep.equals(pa.array(range(len(messages)), keep.type))
     kept = queued if in_order else queued.take(keep)

@@ -2,9 +2,10 @@
 
 The writer lands one small Parquet object per partition per SQS batch (tens to thousands an
 hour), at least once. Once an hour is old enough that the writer can no longer add to it, the
-compactor merges its files into files of up to ``target_file_bytes``, keeps one row per
-``op_id``, and swaps the Glue partition's location to the new files, so a reader sees either
-the old files or the new ones, never both and never neither.
+compactor merges its files into files of up to ``target_file_bytes``, keeps one row per op
+(``reporter_id``, ``op_id``: two API keys' ops never collapse into one), and swaps the Glue
+partition's location to the new files, so a reader sees either the old files or the new ones,
+never both and never neither.
 
 Layout:
 
@@ -21,7 +22,8 @@ recorded; see the ``Compactor`` docstring for every crash point):
 
 ``planned``  sources listed (key, size, ETag); a new generation named.
 ``written``  merged, deduplicated, sorted outputs put under the generation's folder.
-``verified`` outputs' footers read back: schema is the ops schema, rows == distinct op_ids.
+``verified`` outputs' footers read back: schema is the ops schema, rows == distinct ops
+             (reporter_id, op_id).
 ``swapped``  Glue partition location points at the generation; old files wait ``grace_s``.
 ``done``     abandoned and previous generations deleted; the planned files under ``ops/`` are
              deleted right after (a later run deletes any that a stopped run left).

@@ -48,7 +48,7 @@ class Journal:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     abandoned: list[str] = field(default_factory=list)  # generation prefixes never made visible
     rows_in: int = 0
-    distinct_ops: int = 0
+    distinct_ops: int = 0  # distinct (reporter_id, op_id) pairs of the sources
     rows_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0

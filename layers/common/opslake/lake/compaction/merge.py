@@ -1,5 +1,6 @@
-"""A generation's contents: fetch the planned sources, keep one row per ``op_id``, write files of up
-to the target size into the generation's folder, and read their footers back to verify them."""
+"""A generation's contents: fetch the planned sources, keep one row per op (``reporter_id``,
+``op_id``: see :mod:`opslake.lake.opkey`), write files of up to the target size into the
+generation's folder, and read their footers back to verify them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from botocore.exceptions import ClientError
 from opslake.errors import CompactionError
 from opslake.lake.compaction.planner import SourceFile, SourcesChanged
 from opslake.lake.conditional import CONFLICT_CODES, MISSING_CODES, error_code
+from opslake.lake.opkey import OP_KEY, first_of_each_key
 from opslake.lake.parquet import COMPRESSION
 from opslake.lake.schema import OPS_SCHEMA
 
@@ -47,24 +49,23 @@ def fetch(s3: Any, bucket: str, source: SourceFile) -> pa.Table:
 
 
 def dedupe(table: pa.Table) -> pa.Table:
-    """One row per op_id: the earliest ``ingested_at``, then the first in source order (sources
-    are in key order), as the writer keeps; the result is sorted by (ingested_at, op_id) so that
-    row-group statistics prune time ranges well."""
+    """One row per op (:data:`~opslake.lake.opkey.OP_KEY`: one key's ``op_id``): the earliest
+    ``ingested_at``, then the first in source order (sources are in key order), as the writer keeps.
+    Two keys that sent the same ``op_id`` keep a row each: neither may replace the other's op.
+    The result is sorted by (ingested_at, op_id, reporter_id) so that row-group statistics prune
+    time ranges well."""
     if table.num_rows == 0:
         return table
-    op_ids = table.column("op_id").combine_chunks()
     keys = pa.table(
-        {"op_id": op_ids, "ingested_at": table.column("ingested_at"), "row": pa.array(range(table.num_rows))}
+        {
+            **{name: table.column(name) for name in OP_KEY},
+            "ingested_at": table.column("ingested_at"),
+            "row": pa.array(range(table.num_rows)),
+        }
     )
-    by_op = pc.sort_indices(
-        keys, sort_keys=[("op_id", "ascending"), ("ingested_at", "ascending"), ("row", "ascending")]
-    )
-    ordered = pc.take(op_ids, by_op)
-    first = pa.concat_arrays(
-        [pa.array([True]), pc.not_equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1))]
-    )
-    kept = table.take(pc.filter(by_op, first))
-    return kept.sort_by([("ingested_at", "ascending"), ("op_id", "ascending")])
+    by_op = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in keys.column_names])
+    kept = table.take(pc.filter(by_op, first_of_each_key(keys, OP_KEY, by_op)))
+    return kept.sort_by([("ingested_at", "ascending"), ("op_id", "ascending"), ("reporter_id", "ascending")])
 
 
 def write_generation(
@@ -118,7 +119,8 @@ def verify_generation(
     s3: Any, bucket: str, listed: list[SourceFile], outputs: list[dict[str, Any]], distinct_ops: int
 ) -> None:
     """Check that the generation's folder (``listed``) holds exactly ``outputs``, each with the ops
-    schema and its recorded rows, and that together they hold ``distinct_ops`` rows; else raise."""
+    schema and its recorded rows, and that together they hold ``distinct_ops`` rows (the distinct
+    (reporter_id, op_id) pairs of the sources); else raise."""
     found = {f.key: f.size for f in listed}
     expected = {o["key"]: o["size"] for o in outputs}
     if found != expected:
@@ -135,4 +137,6 @@ def verify_generation(
             )
         rows += metadata.num_rows
     if rows != distinct_ops:
-        raise CompactionError(f"outputs hold {rows} rows but the sources hold {distinct_ops} op_ids")
+        raise CompactionError(
+            f"outputs hold {rows} rows but the sources hold {distinct_ops} distinct (reporter_id, op_id) ops"
+        )
