@@ -293,12 +293,16 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
 
 
 def _dedupe(failures: Any) -> list[FailureSample]:
-    """One row per ``op_id`` (the lake is at-least-once until compaction)."""
-    seen: set[str] = set()
+    """One row per op (the lake is at-least-once until compaction): per (reporter_id, op_id), as the
+    writer and compaction keep (:mod:`opslake.lake.opkey`), so another API key's op with the same
+    ``op_id`` is never dropped in favour of the first one read. A sample read without a
+    ``reporter_id`` counts as one reporter's (the key is then ``op_id`` alone)."""
+    seen: set[tuple[str | None, str]] = set()
     unique = []
     for failure in failures:
-        if failure.op_id not in seen:
-            seen.add(failure.op_id)
+        key = (getattr(failure, "reporter_id", None), failure.op_id)
+        if key not in seen:
+            seen.add(key)
             unique.append(failure)
     return unique
 
