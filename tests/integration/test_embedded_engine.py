@@ -18,7 +18,7 @@ from opslake.lake.catalog import GlueCatalog
 from opslake.lake.layout import ops_object_key, partition_of_millis
 from opslake.lake.parquet import ops_table, to_parquet_bytes
 from opslake.models.ops import QueuedOp
-from opslake.query.base import QueryFailedError, QueryTimeoutError
+from opslake.query.base import QueryFailedError, QueryTimeoutError, UnsupportedSqlError
 from opslake.query.embedded import MAX_SEQUENCE_ENTRIES, EmbeddedEngine
 from opslake_local.stack import QUIET_ENV, LocalStack
 
@@ -239,15 +239,35 @@ def test_a_huge_sequence_is_refused_like_athena_before_it_is_built(lake: Lake) -
         lake.engine.run("SELECT cardinality(sequence(20000000, 1, -1))", timeout_s=1)
     with pytest.raises(QueryFailedError, match="INVALID_FUNCTION_ARGUMENT"):
         lake.engine.run("SELECT sequence(date '2026-01-01', date '2099-01-01', interval '1' day)")
-    for builder in ("range(1, 20000000)", "range(20000000)", "repeat('x', 2000000000)"):  # DuckDB's own
+    for builder in ("repeat('x', 2000000000)", "lpad('', 1000000000, 'x')", "rpad('a', 1000000000, 'x')"):
         with pytest.raises(QueryFailedError, match="INVALID_FUNCTION_ARGUMENT"):
             lake.engine.run(f"SELECT {builder} AS built", timeout_s=1)
-    assert lake.engine.run("SELECT range(3), repeat('ab', 2)").rows == [([0, 1, 2], "abab")]
+    assert lake.engine.run("SELECT repeat('ab', 2), lpad('7', 3, '0'), rpad('ab', 1, '-')").rows == [
+        ("abab", "007", "a")
+    ]
     ((n, stepped, days),) = lake.engine.run(
         f"SELECT cardinality(sequence(1, {MAX_SEQUENCE_ENTRIES})), sequence(10, 1, -4), "
         "cardinality(sequence(date '2026-01-01', date '2026-01-31', interval '1' day))"
     ).rows
     assert (n, stepped, days) == (MAX_SEQUENCE_ENTRIES, [10, 6, 2], 31)
+
+
+def test_functions_athena_does_not_have_are_not_found_like_in_athena(lake: Lake) -> None:
+    # DuckDB's own functions: some build gigabytes in one uninterruptible call (list_resize of 1e8
+    # entries: 19 s, 7 GB; printf or a {:>n} format width: any size of string), some read the host
+    for call in (
+        "range(20000000)",
+        "list_resize([1], 100000000)",
+        "printf('%0999999999d', 1)",
+        "getenv('HOME')",
+    ):
+        name = call.split("(")[0]
+        with pytest.raises(QueryFailedError, match=f"FUNCTION_NOT_FOUND: Function '{name}' not registered"):
+            lake.engine.run(f"SELECT {call} AS built", timeout_s=1)
+    with pytest.raises(UnsupportedSqlError, match="format is not supported"):
+        lake.engine.run("SELECT format('{:>999999999}', 'x')", timeout_s=1)
+    # Athena functions sqlglot does not model still run when DuckDB has them
+    assert lake.engine.run("SELECT url_decode('a%20b')").rows == [("a b",)]
 
 
 def test_connections_are_bounded_and_locked() -> None:

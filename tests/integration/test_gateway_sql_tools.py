@@ -665,7 +665,12 @@ def test_sql_on_the_local_stack_is_bounded(local: tuple[LocalStack, httpx.Client
     assert huge.status_code == 400, huge.text
     assert huge.json()["error"] == "sql_invalid_argument" and "10000 entries" in huge.json()["message"]
     # and this answered 20 MB, which Lambda cannot return (6 MB): a 400 saying what to do instead
-    big = client.post("/sql", json={"sql": "SELECT lpad('', 20000000, 'x') AS filler"}, headers=key)
+    rows = ", ".join(f"('{i}')" for i in range(20))  # 20 values of 1 MB (lpad is bounded at 1 MiB)
+    big = client.post(
+        "/sql",
+        json={"sql": f"SELECT lpad(n, 1000000, 'x') AS filler FROM (VALUES {rows}) AS t(n)"},
+        headers=key,
+    )
     assert big.status_code == 400, big.text
     assert big.json()["error"] == "sql_answer_too_large" and "aggregate" in big.json()["message"]
     for sql in (

@@ -22,8 +22,10 @@ fixes the places where the two would silently answer differently (measured on Du
 * Unnamed result columns are named ``_col0``, ``_col1``, … as Athena names them.
 
 Refused (:class:`UnsupportedSqlError`): ``format_datetime`` (Joda patterns; use
-``date_format``), ``map_agg``, ``histogram``, ``map_union``, anything that is
-not a single query.
+``date_format``), ``format`` (Java patterns), ``map_agg``, ``histogram``, ``map_union``, anything
+that is not a single query. A function Athena does not have (DuckDB's own, such as ``printf``,
+``list_resize`` or ``getenv``) fails with ``FUNCTION_NOT_FOUND`` as in Athena
+(:mod:`opslake.query.functions`).
 
 Known remaining differences, not rewritten: ``map['missing']`` is NULL (Athena fails the
 query; ``element_at`` is NULL in both); ``json_extract_scalar`` fails on invalid JSON (Athena
@@ -41,6 +43,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from opslake.query.base import QueryFailedError, UnsupportedSqlError
+from opslake.query.functions import TRINO_FUNCTIONS
 
 PARTITION_COLUMNS = ("dt", "hour")
 _INTEGER_TYPES = {exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT}
@@ -121,6 +124,17 @@ def _parse(sql: str) -> exp.Expr:
     return statement
 
 
+def _check_functions(tree: exp.Expr) -> None:
+    """Refuse, as Athena does, a call to a function Athena does not have. sqlglot models Athena's
+    common functions as their own node types; anything else it parses as a generic call, which
+    DuckDB would run if it has a function by that name (hundreds Athena lacks, some of which
+    read the environment or build gigabytes in one uninterruptible call)."""
+    for call in tree.find_all(exp.Anonymous):
+        name = call.name.lower()
+        if name not in TRINO_FUNCTIONS:
+            raise QueryFailedError(f"FUNCTION_NOT_FOUND: Function '{name}' not registered")
+
+
 def _cte_names(tree: exp.Expr) -> set[str]:
     return {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
 
@@ -155,6 +169,13 @@ def _rewrite(node: exp.Expr) -> exp.Expr | None:
         name = node.name.lower()
         raise UnsupportedSqlError(
             f"{name} is not supported by the embedded engine: {_REJECTED_FUNCTIONS[name]}"
+        )
+    if isinstance(node, exp.Format):
+        # Athena's format() takes Java patterns (%s, %05d); sqlglot writes DuckDB's format(), which
+        # takes {} patterns: the answer would differ, and DuckDB's widths build any size of string.
+        raise UnsupportedSqlError(
+            "format is not supported by the embedded engine: its patterns differ from Athena's; "
+            "use concat or || (and lpad for padding)"
         )
     if isinstance(node, exp.Div):
         return exp.IntDiv(this=node.this, expression=node.expression)
@@ -304,6 +325,7 @@ def _collect_predicates(tree: exp.Expr, ctes: set[str]) -> dict[TableRef, tuple[
 def to_duckdb(sql: str) -> TranspiledQuery:
     """Transpile one Athena query; raise UnsupportedSqlError for what would answer differently."""
     tree = _parse(sql)
+    _check_functions(tree)
     ctes = _cte_names(tree)
     tables: list[TableRef] = []
     for table in tree.find_all(exp.Table):

@@ -159,11 +159,24 @@ def _series_macro(name: str, function: str) -> str:
     )
 
 
+#: lpad and rpad build their answer in one call outside memory_limit too (1e9 characters: 15 s, 2 GB).
+#: A value this long could not be answered anyway (answers are capped at 5 MiB), only measured.
+MAX_PADDED_CHARS = 1_048_576
+
+
+def _pad_macro(name: str) -> str:
+    err = f"error('INVALID_FUNCTION_ARGUMENT: {name} size must be at most {MAX_PADDED_CHARS}')"
+    size = f"CASE WHEN n > {MAX_PADDED_CHARS} THEN {err} ELSE n END"
+    return f"CREATE MACRO {name}(s, n, p) AS system.main.{name}(s, {size}, p)"
+
+
 # sqlglot writes Athena's sequence as generate_series and passes range and repeat through unchanged.
 _LIST_BUILDER_MACROS = [
     _series_macro("generate_series", "sequence"),
     _series_macro("range", "range"),
     f"CREATE MACRO repeat(x, n) AS system.main.repeat(x, CASE WHEN n > {_N} THEN {_too_long('repeat')} ELSE n END)",
+    _pad_macro("lpad"),
+    _pad_macro("rpad"),
 ]
 
 
