@@ -293,6 +293,7 @@ def test_playbooks_list_and_approve(running: Running, capsys: pytest.CaptureFixt
 
     code, out, _ = running.cli(capsys, "playbooks", "list", "--status", "proposed")
     assert code == 0 and "pb_cli_test" in out and "proposed" in out
+    assert "reporters" in out.splitlines()[0]  # independent reporters beside claimed agents
     code, _, err = running.cli(capsys, "playbooks", "approve", "pb_missing")
     assert code == 2 and "no playbook entry 'pb_missing'" in err
     code, out, err = running.cli(capsys, "playbooks", "approve", "pb_cli_test")
@@ -303,6 +304,7 @@ def test_playbooks_list_and_approve(running: Running, capsys: pytest.CaptureFixt
     assert [e["entry_id"] for e in snapshot["entries"]] == ["pb_cli_test"]
     code, out, _ = running.cli(capsys, "playbooks", "list", "--format", "json")
     assert [(e["entry_id"], e["status"]) for e in json.loads(out)] == [("pb_cli_test", "active")]
+    assert json.loads(out)[0]["approved_at"]  # served whatever its reporters, until retired
 
 
 # ---- invoke (sam local invoke's habits) ---------------------------------------------------------

@@ -13,6 +13,7 @@ from opslake.analysis.diagnoser import Diagnoser
 from opslake.jobs.analyzer import Analyzer
 from opslake.jobs.consolidator import Consolidator
 from opslake.jobs.lease import StateStore
+from opslake.jobs.trigger import Backfill
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.compaction import Compactor
 from opslake.lake.store import S3ObjectStore
@@ -311,3 +312,57 @@ def test_an_entry_is_measured_on_the_agents_that_read_it(jobs_lake: Lake) -> Non
     )
     [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
     assert (kept["efficacy_basis"], kept["ops_after"], kept["failures_after"]) == ("readers", 12, 0)
+
+
+def test_a_reader_is_its_api_key_not_the_agent_id_it_claims(jobs_lake: Lake) -> None:
+    """The reader-outcome query joins reads and outcomes on ``reporter_id`` (issue 12): a key that
+    reads an entry is measured whatever agent_id its ops name, and another key claiming the
+    reader's agent_id is not taken for it."""
+    lake = jobs_lake
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(12)])
+    consolidator(lake, at(30)).run()
+    [entry] = served(lake)["entries"]
+    read = QueuedOp(
+        op_id="read-1", ts=at(35), endpoint="/playbooks", source="gateway", agent_id="reader",
+        reporter_id="reader-key", success=True, duration_ms=3.0, attributes={"entry_ids": entry["entry_id"]},
+    )  # fmt: skip
+    renamed = [success(f"r{i}", at(40 + i), "renamed", n=i) for i in range(12)]
+    impostor = [failure(f"o{i}", at(40 + i), "reader", n=i) for i in range(30)]
+    write_ops(
+        lake,
+        [
+            (read, at(35)),
+            *((op.model_copy(update={"reporter_id": "reader-key"}), op.ts) for op in renamed),
+            *((op.model_copy(update={"reporter_id": "impostor"}), op.ts) for op in impostor),
+        ],
+    )
+    report = consolidator(lake, at(100)).run()
+    assert report.reader_outcomes_read == 12  # the reader key's 12 ops; none of the impostor's 30
+    state = json.loads(
+        lake.client("s3")
+        .get_object(Bucket=lake.settings.lake_bucket, Key="state/consolidator.json")["Body"]
+        .read()
+    )
+    [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
+    assert (kept["efficacy_basis"], kept["ops_after"], kept["failures_after"]) == ("readers", 12, 0)
+
+
+def test_what_counts_as_evidence_is_decided_by_the_key_not_by_the_source_it_claims(jobs_lake: Lake) -> None:
+    """opslake's own model calls are known by their server-set reporter_id; a client's row that
+    merely claims ``source: llm`` is that key's evidence like any other (its word changes nothing)."""
+    lake = jobs_lake
+    internal = [
+        success(f"m{i}", at(i), f"agent-{i}", n=i).model_copy(update={"reporter_id": "opslake-consolidator"})
+        for i in range(4)
+    ]
+    claimed = [
+        success(f"c{i}", at(i), f"key-{i}", n=i).model_copy(update={"source": "llm"}) for i in range(4)
+    ]
+    write_ops(lake, [(op, op.ts) for op in internal])
+    report = consolidator(lake, at(60)).run()
+    assert report.successes_read == 0 and served(lake)["entries"] == []
+    write_ops(lake, [(op, op.ts) for op in claimed])
+    report = consolidator(lake, at(61), playbook_min_reporters=4).run(Backfill(since=at(0), until=at(30)))
+    assert report.successes_read == 4
+    [entry] = served(lake)["entries"]
+    assert entry["evidence_reporter_count"] == 4

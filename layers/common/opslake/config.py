@@ -6,16 +6,22 @@ Nothing else in opslake reads ``os.environ``: handlers call :func:`get_settings`
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from opslake.errors import ConfigurationError
 
 ENV_PREFIX = "OPSLAKE_"
+
+#: How far an API key (reporter) is trusted as a witness of evidence (see opslake.analysis.reporters):
+#: ``untrusted`` (its ops never count), ``reporter`` (one independent reporter, however many agent_ids
+#: it claims) or ``runtime`` (it hosts many agents: each claimed agent_id counts, up to a cap).
+TrustLevel = Literal["untrusted", "reporter", "runtime"]
 
 
 class Settings(BaseModel):
@@ -118,7 +124,23 @@ class Settings(BaseModel):
         default=3, ge=1, le=10_000, description="ops a group needs before it may become a playbook entry"
     )
     playbook_min_agents: int = Field(
-        default=2, ge=1, le=1_000, description="distinct agents a playbook entry's evidence must come from"
+        default=2,
+        ge=1,
+        le=1_000,
+        description="distinct claimed agent_ids a candidate's evidence must come from (claims, not identity)",
+    )
+    playbook_min_reporters: int = Field(
+        default=2,
+        ge=1,
+        le=1_000,
+        description="independent reporters an entry's evidence needs to be published without approval",
+    )
+    reporter_trust: dict[str, TrustLevel] = Field(
+        default_factory=dict,
+        description='trust level per API key name, as JSON: {"key-name": "untrusted|reporter|runtime"}',
+    )
+    reporter_trust_default: TrustLevel = Field(
+        default="reporter", description="trust level of a key reporter_trust does not name"
     )
     playbook_retire_below: float = Field(
         default=0.2, ge=0, le=1, description="a playbook entry whose confidence drops below this is retired"
@@ -145,6 +167,19 @@ class Settings(BaseModel):
     compaction_max_partitions: int = Field(
         default=24, ge=1, le=1000, description="partitions compacted or cleaned per run at most"
     )
+
+    @field_validator("reporter_trust", mode="before")
+    @classmethod
+    def _trust_from_json(cls, value: Any) -> Any:
+        """The environment holds the mapping as JSON text."""
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(
+                    'must be a JSON object such as {"runtime-a": "runtime", "scraper": "untrusted"}'
+                ) from exc
+        return value
 
     @property
     def dataset_tables(self) -> list[str]:

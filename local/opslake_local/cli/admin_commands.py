@@ -133,19 +133,22 @@ def cmd_playbooks_list(args: argparse.Namespace) -> int:
             e.status,
             e.kind,
             f"{e.confidence:.2f}",
+            e.evidence_reporter_count,
             e.evidence_agent_count,
             e.endpoint or "-",
             e.action[:70],
         )
         for e in entries
     ]
-    header = ["entry_id", "status", "kind", "confidence", "agents", "endpoint", "action"]
+    # reporters: independent API keys (by trust level) behind the evidence; agents: claimed agent_ids
+    header = ["entry_id", "status", "kind", "confidence", "reporters", "agents", "endpoint", "action"]
     print(text_table(header, rows, cell=cell_text))
     return 0
 
 
 def cmd_playbooks_approve(args: argparse.Namespace) -> int:
-    """Publish a proposed entry (approval mode): it reaches agents with the next GET /playbooks."""
+    """Publish a proposed entry (approval mode, or evidence from too few independent reporters): it
+    reaches agents with the next GET /playbooks and stays served whatever its evidence until retired."""
     from opslake.analysis.playbooks import EntryNotFoundError
     from opslake.jobs.consolidator import approve_entry
     from opslake.jobs.lease import LeaseLostError
@@ -177,7 +180,9 @@ def add_playbooks(commands: Commands) -> None:
     playbook_list.add_argument("--format", choices=("table", "json"), default="table")
     aws_options(playbook_list, "usage plan")
     playbook_list.set_defaults(func=cmd_playbooks_list)
-    approve = playbooks.add_parser("approve", help="publish a proposed entry (approval mode)")
+    approve = playbooks.add_parser(
+        "approve", help="publish a proposed entry (approval mode, or too few independent reporters)"
+    )
     approve.add_argument("entry_id")
     aws_options(approve, "usage plan")
     approve.set_defaults(func=cmd_playbooks_approve)

@@ -1,4 +1,5 @@
-"""Failure analysis, pure logic: signatures, heuristic diagnoses, diagnosis prompts (no I/O)."""
+"""Failure analysis, pure logic: signatures, heuristic diagnoses, diagnosis prompts, who vouches for
+evidence (reporters and their trust levels) (no I/O)."""
 
 from opslake.analysis.efficacy import EfficacyResult, OutcomeRow, measure_efficacy
 from opslake.analysis.heuristics import classify, diagnose_heuristically
@@ -17,6 +18,7 @@ from opslake.analysis.playbooks import (
     snapshot,
 )
 from opslake.analysis.prompts import DATA_CLOSE, DATA_OPEN, SYSTEM_PROMPT, diagnosis_data, diagnosis_messages
+from opslake.analysis.reporters import INTERNAL_REPORTERS, RUNTIME_MAX_REPORTERS, ReporterTrust
 from opslake.analysis.sanitize import is_poisoned, sanitize_entry_text
 from opslake.analysis.signatures import (
     MAX_VARIANTS,
@@ -36,7 +38,9 @@ from opslake.analysis.signatures import (
 __all__ = [
     "DATA_CLOSE",
     "DATA_OPEN",
+    "INTERNAL_REPORTERS",
     "MAX_VARIANTS",
+    "RUNTIME_MAX_REPORTERS",
     "SYSTEM_PROMPT",
     "CandidateGroup",
     "DistilledCandidate",
@@ -45,6 +49,7 @@ __all__ = [
     "MergeResult",
     "OutcomeRow",
     "Rejection",
+    "ReporterTrust",
     "SignatureIndex",
     "SuccessRow",
     "apply_failures",

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Set
 from datetime import datetime
 from typing import Any, Literal
 
+from opslake.analysis.reporters import ReporterTrust
 from opslake.models.analysis import (
     MAX_SAMPLE_OP_IDS,
     MAX_TRACKED_AGENTS,
@@ -209,14 +210,20 @@ class SignatureIndex:
 
     ``signatures`` (signature id → :class:`Signature`) is updated in place, so the analyzer can
     hand in its state object's dict. Templates are cached per (endpoint, error type, error), so a
-    repeated message is normalized once.
+    repeated message is normalized once. ``trust`` says what each failure's API key counts as
+    (:mod:`opslake.analysis.reporters`): every failure is counted, but only trusted keys are
+    independent reporters, the count a diagnosis needs before it may become an "avoid" entry.
     """
 
-    def __init__(self, signatures: dict[str, Signature] | None = None) -> None:
+    def __init__(
+        self, signatures: dict[str, Signature] | None = None, *, trust: ReporterTrust | None = None
+    ) -> None:
         self.signatures: dict[str, Signature] = {} if signatures is None else signatures
+        self.trust = trust or ReporterTrust()
         self._templates: dict[tuple[str, str | None, str | None], tuple[str, str]] = {}
         self._variants: dict[str | None, str] = {}
         self._agents: dict[str, set[str]] = {}
+        self._reporters: dict[str, set[str]] = {}
         self._variant_sets: dict[str, set[str]] = {}
 
     def signature_of(self, endpoint: str, error_type: str | None, error: str | None) -> tuple[str, str]:
@@ -291,6 +298,15 @@ class SignatureIndex:
             sig.agents.append(failure.agent_id)
         # saturates at MAX_TRACKED_AGENTS: beyond it a new agent cannot be told from a known one
         sig.agent_count = max(sig.agent_count, len(sig.agents))
+        witness = self.trust.witness(failure.reporter_id, failure.agent_id)
+        if witness is not None:
+            reporters = self._reporters.get(sig.signature_id)
+            if reporters is None:
+                reporters = self._reporters[sig.signature_id] = set(sig.reporters)
+            if witness not in reporters and len(reporters) < MAX_TRACKED_AGENTS:
+                reporters.add(witness)
+                sig.reporters.append(witness)
+                sig.reporter_count = self.trust.count(sig.reporters)
         variants = self._variant_sets.get(sig.signature_id)
         if variants is None:
             variants = self._variant_sets[sig.signature_id] = set(sig.variants)

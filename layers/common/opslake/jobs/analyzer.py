@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opslake.analysis.diagnoser import Diagnoser
+from opslake.analysis.reporters import ANALYZER_REPORTER, INTERNAL_REPORTERS, ReporterTrust
 from opslake.analysis.signatures import SignatureIndex, mark_diagnosed, needs_diagnosis, select_for_diagnosis
 from opslake.config import Settings
 from opslake.jobs.base import JobReport, ScheduledJob, wire
@@ -43,7 +44,7 @@ from opslake.queue import OpsQueue
 MAX_SAMPLES = 5
 SAMPLE_TEXT_CHARS = 600
 MAX_CONTRASTS = 3
-LLM_AGENT_ID = "opslake-analyzer"
+LLM_AGENT_ID = ANALYZER_REPORTER  # the reporter_id of this job's model calls (never analyzed)
 
 
 @dataclass
@@ -66,23 +67,30 @@ class AnalyzerRun(JobReport):
 def failures_sql(table: str, window: Window, *, read_until: datetime) -> str:
     """Failed ops of the window's partitions, from the start of its first hour (so each hour's
     ``failures`` object can be rewritten whole) to ``read_until``. The model's own calls are not
-    analyzed: diagnosing them with the same model would feed on itself."""
+    analyzed (diagnosing them with the same model would feed on itself): they are told apart by
+    their server-set ``reporter_id``, not by the ``source`` a client may claim."""
     read = Window(window.start, read_until)
-    return f"""SELECT op_id, endpoint, agent_id, ts, ingested_at, error, error_type, input_summary, task_class
+    return f"""SELECT op_id, endpoint, agent_id, reporter_id, ts, ingested_at, error, error_type, input_summary,
+       task_class
 FROM {table}
 WHERE {window_predicate(read, from_start_of_hour=True)}
-  AND NOT success AND source <> 'llm'
+  AND NOT success AND reporter_id NOT IN ({sql_string_list(INTERNAL_REPORTERS)})
 ORDER BY ingested_at, op_id"""
 
 
-def contrasts_sql(table: str, window: Window, endpoints: Sequence[str]) -> str:
-    """A few recent successes per endpoint, to show the model what working calls look like."""
+def contrasts_sql(
+    table: str, window: Window, endpoints: Sequence[str], *, excluded: Sequence[str] = ()
+) -> str:
+    """A few recent successes per endpoint, to show the model what working calls look like; none
+    from ``excluded`` keys (opslake's own and untrusted ones: their text never enters a prompt)."""
     names = sql_string_list(endpoints)
+    skip = sql_string_list([*INTERNAL_REPORTERS, *excluded])
     return f"""SELECT endpoint, input_summary FROM (
   SELECT endpoint, input_summary,
          row_number() OVER (PARTITION BY endpoint ORDER BY ingested_at DESC, op_id) AS rn
   FROM {table}
   WHERE {window_predicate(window)} AND success AND input_summary IS NOT NULL AND endpoint IN ({names})
+    AND reporter_id NOT IN ({skip})
 ) WHERE rn <= {MAX_CONTRASTS}"""
 
 
@@ -94,6 +102,7 @@ def _sample(row: dict[str, Any]) -> FailureSample:
         op_id=row["op_id"],
         endpoint=row["endpoint"],
         agent_id=row["agent_id"],
+        reporter_id=row.get("reporter_id"),
         ts=row["ts"],
         ingested_at=row["ingested_at"],
         error=cut(row.get("error")),
@@ -123,6 +132,7 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         self.store = store
         self.failures_catalog = failures_catalog
         self.diagnoser = diagnoser
+        self.trust = ReporterTrust.from_settings(settings)
 
     def work(self, lease: Lease, backfill: Backfill | None, report: AnalyzerRun) -> None:
         now = self.clock()
@@ -157,7 +167,7 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         failures = _dedupe(_sample(row) for row in rows)
         report.failures_read = sum(1 for f in failures if window.start <= f.ingested_at < window.end)
 
-        index = SignatureIndex(signatures)
+        index = SignatureIndex(signatures, trust=self.trust)
         if backfill:
             # Scheduled runs counted everything below the watermark; a backfill only adds
             # signatures they never saw (e.g. from before the first run's lookback).
@@ -245,7 +255,8 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         contrasts: dict[str, list[str]] = {}
         if self.diagnoser.wants_contrasts:
             endpoints = [sig.endpoint for sig, _ in chosen]
-            for row in self.query(contrasts_sql(self.table, window, endpoints), report):
+            sql = contrasts_sql(self.table, window, endpoints, excluded=self.trust.excluded())
+            for row in self.query(sql, report):
                 contrasts.setdefault(row["endpoint"], []).append(str(row["input_summary"]))
         for sig, reason in chosen:
             sig_samples = [FailureSample.model_validate(s) for s in samples.get(sig.signature_id, [])]
@@ -260,6 +271,9 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
                 diagnosed_by=outcome.diagnosed_by,
                 failure_count=sig.count,
                 agent_count=sig.agent_count,
+                # under the trust levels as they are now (a key marked untrusted since drops out)
+                reporter_count=self.trust.count(sig.reporters),
+                reporters=list(sig.reporters),
                 evidence_op_ids=[s.op_id for s in sig_samples] or list(sig.sample_op_ids),
                 created_at=now,
             )

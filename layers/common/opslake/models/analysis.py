@@ -18,7 +18,8 @@ MAX_CAUSE_CHARS = 500
 MAX_ADJUSTMENT_CHARS = 300
 MAX_TEMPLATE_CHARS = 1_000
 MAX_SAMPLE_OP_IDS = 5
-MAX_TRACKED_AGENTS = 200  # distinct agents kept per signature; the count saturates beyond
+MAX_TRACKED_AGENTS = 200  # distinct agents (and reporters) kept per signature; the count saturates beyond
+MAX_WITNESS_CHARS = 1_000  # a reporter witness: an escaped key name, "/" and an agent id
 
 Category = Literal[
     "unknown_column",
@@ -39,6 +40,7 @@ class FailureSample(OpRow):
     """A failed op as the analyzer reads it from ``ops`` (the columns it needs, nothing else)."""
 
     ingested_at: UtcMs
+    reporter_id: str | None = None  # the API key (server-set); None in samples kept before it was read
     error: str | None = None
     error_type: str | None = None
     input_summary: str | None = None
@@ -87,6 +89,13 @@ class Signature(BaseModel):
     count: Annotated[int, Field(ge=0)] = 0
     agents: list[str] = Field(default_factory=list, description=f"up to {MAX_TRACKED_AGENTS} distinct agents")
     agent_count: Annotated[int, Field(ge=0)] = 0
+    reporters: list[Annotated[str, Field(max_length=MAX_WITNESS_CHARS)]] = Field(
+        default_factory=list,
+        description=f"up to {MAX_TRACKED_AGENTS} independent reporters (see opslake.analysis.reporters)",
+    )
+    reporter_count: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="independent reporters behind the failures (API keys, not claimed agents)"
+    )
     variants: list[str] = Field(default_factory=list, description="distinct input templates seen (capped)")
     first_seen: UtcMs
     last_seen: UtcMs
@@ -115,6 +124,13 @@ class Diagnosis(BaseModel):
     confidence: Confidence
     diagnosed_by: Id = Field(description="the model's name, or 'heuristic'")
     failure_count: Annotated[int, Field(ge=0)]
-    agent_count: Annotated[int, Field(ge=0)]
+    agent_count: Annotated[int, Field(ge=0)] = Field(description="distinct claimed agent_ids")
+    reporter_count: Annotated[int, Field(ge=0)] | None = Field(
+        default=None,
+        description="independent reporters (API keys by trust level); None for a diagnosis made before it was counted",
+    )
+    reporters: list[Annotated[str, Field(max_length=MAX_WITNESS_CHARS)]] | None = Field(
+        default=None, description="the signature's independent reporters when it was diagnosed"
+    )
     evidence_op_ids: list[Id]
     created_at: UtcMs

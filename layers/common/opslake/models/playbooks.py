@@ -4,8 +4,10 @@ lessons and the analyzer's "avoid" diagnoses, and the one snapshot object
 
 :class:`EntryDraft` is what a distiller (the LLM or the heuristic) must answer; it is also the
 JSON schema sent to the model. :class:`PlaybookEntry` is one row of the ``playbooks`` table: the
-draft plus its provenance (evidence, distinct agents, source), its lifecycle
-(``proposed`` → ``active`` → ``retired``) and its measured efficacy.
+draft plus its provenance (evidence, independent reporters, claimed agents, source), its lifecycle
+(``proposed`` → ``active`` → ``retired``) and its measured efficacy. Only ``active`` entries are
+ever served; an entry whose evidence comes from fewer than ``playbook_min_reporters`` independent
+reporters stays ``proposed`` until an operator approves it (``approved_at``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from opslake.models.analysis import MAX_WITNESS_CHARS
 from opslake.models.ops import Id, UtcMs
 
 MAX_TRIGGER_CHARS = 80
@@ -37,6 +40,7 @@ Trigger = Annotated[
 ]
 Action = Annotated[str, Field(min_length=1, max_length=MAX_ACTION_CHARS, description="what to do (or avoid)")]
 Excerpt = Annotated[str, Field(min_length=1, max_length=MAX_EXCERPT_CHARS)]
+Witness = Annotated[str, Field(min_length=1, max_length=MAX_WITNESS_CHARS)]
 
 #: ``POST /log`` records carry ``attributes.log_format``: each part of the report in its own place
 #: (operation and result in attributes, the approach as ``input_summary``, the context as
@@ -95,11 +99,23 @@ class PlaybookEntry(BaseModel):
     evidence_op_ids: Annotated[list[Id], Field(max_length=MAX_EVIDENCE)] = Field(default_factory=list)
     evidence_excerpts: Annotated[list[Excerpt], Field(max_length=MAX_EVIDENCE)] = Field(default_factory=list)
     evidence_agents: Annotated[list[Id], Field(max_length=MAX_TRACKED_AGENTS)] = Field(default_factory=list)
-    evidence_agent_count: Count = Field(default=0, description="distinct agents behind the evidence")
+    evidence_agent_count: Count = Field(
+        default=0, description="distinct claimed agent_ids behind the evidence"
+    )
+    evidence_reporters: Annotated[list[Witness], Field(max_length=MAX_TRACKED_AGENTS)] = Field(
+        default_factory=list,
+        description="the independent reporters behind the evidence: API key names (key/agent for a runtime key)",
+    )
+    evidence_reporter_count: Count = Field(
+        default=0, description="independent reporters behind the evidence, by the keys' trust levels"
+    )
     status: EntryStatus = "candidate"
     created_at: UtcMs
     updated_at: UtcMs | None = None
     published_at: UtcMs | None = Field(default=None, description="when it became active (served)")
+    approved_at: UtcMs | None = Field(
+        default=None, description="when an operator approved it (served whatever its evidence)"
+    )
     retired_at: UtcMs | None = None
     # efficacy: failure rate of the targeted ops before/after publication (None until measured)
     ops_before: Count | None = None
@@ -141,8 +157,8 @@ class PlaybookEntry(BaseModel):
 
 _SERVED_FIELDS = {
     "entry_id", "trigger", "action", "kind", "confidence", "domain", "scope", "endpoint", "task_class",
-    "signature_id", "source", "distilled_by", "evidence_agent_count", "status", "created_at", "updated_at",
-    "published_at", "failure_rate_before", "failure_rate_after",
+    "signature_id", "source", "distilled_by", "evidence_agent_count", "evidence_reporter_count", "status",
+    "created_at", "updated_at", "published_at", "failure_rate_before", "failure_rate_after",
 }  # fmt: skip
 
 

@@ -7,12 +7,14 @@ the heuristic), :func:`merge_candidates` against the current entries (:mod:`.mer
 :mod:`opslake.analysis.efficacy`, and writes :func:`snapshot` (:mod:`.lifecycle`: active entries
 only) as the object ``GET /playbooks`` serves.
 
-Poisoning defences, in order: a group needs ``min_successes`` ops from ``min_agents`` distinct
-agents; a model answer is validated (:class:`~opslake.models.playbooks.EntryDraft`) and refused
-when poisoned; every entry text is checked by :func:`~opslake.analysis.sanitize.is_poisoned` and
-cleaned; a group whose own evidence reads as an instruction to the assistant is refused whatever
-the distiller made of it; with ``approval_mode`` new entries wait as ``proposed`` until
-:func:`approve`.
+Poisoning defences, in order: ops from untrusted API keys are no evidence; a group needs
+``min_successes`` ops from ``min_agents`` distinct claimed agents; a model answer is validated
+(:class:`~opslake.models.playbooks.EntryDraft`) and refused when poisoned; every entry text is
+checked by :func:`~opslake.analysis.sanitize.is_poisoned` and cleaned; a group whose own evidence
+reads as an instruction to the assistant is refused whatever the distiller made of it; an entry is
+published only when ``min_reporters`` independent reporters (API keys by trust level, never claimed
+agents: :mod:`opslake.analysis.reporters`) vouch for it, else it waits as ``proposed`` until
+:func:`approve` (:func:`review`); with ``approval_mode`` every new entry waits so.
 """
 
 from opslake.analysis.playbooks.drafting import (
@@ -32,7 +34,7 @@ from opslake.analysis.playbooks.grouping import (
     candidate_groups,
     success_template,
 )
-from opslake.analysis.playbooks.lifecycle import EntryNotFoundError, approve, snapshot
+from opslake.analysis.playbooks.lifecycle import EntryNotFoundError, Review, approve, review, snapshot
 from opslake.analysis.playbooks.merging import (
     MergeResult,
     Rejection,
@@ -53,6 +55,7 @@ __all__ = [
     "LogRow",
     "MergeResult",
     "Rejection",
+    "Review",
     "SuccessRow",
     "approve",
     "candidate_groups",
@@ -64,6 +67,7 @@ __all__ = [
     "merge_candidates",
     "playbook_prompt",
     "rejection_reason",
+    "review",
     "similarity",
     "snapshot",
     "success_template",

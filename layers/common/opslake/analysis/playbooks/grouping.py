@@ -1,7 +1,10 @@
 """Grouping: the consolidator's evidence rows → candidate groups, each of which may become one entry.
 
 Successes group by call shape (:func:`success_template`), ``/log`` records by operation and
-do/avoid, "avoid" diagnoses by signature; a group needs enough ops from enough distinct agents.
+do/avoid, "avoid" diagnoses by signature; a group needs enough ops from enough distinct claimed
+agents. Each group also counts its *independent reporters* (:mod:`opslake.analysis.reporters`: API
+keys by trust level, never claimed agents): that count, not the agents, decides whether its entry
+is published or waits for approval. Ops from untrusted keys (and opslake's own) are no evidence.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from pydantic import model_validator
 
+from opslake.analysis.reporters import ReporterTrust
 from opslake.analysis.signatures import input_template, normalize
 from opslake.models.analysis import Diagnosis
 from opslake.models.ops import OpRow
@@ -35,6 +39,7 @@ IGNORED_ENDPOINTS = frozenset({"/log", "/playbooks", "/health", "/stats", "/even
 class SuccessRow(OpRow):
     """A successful op as the consolidator reads it from ``ops``."""
 
+    reporter_id: str | None = None  # the API key (server-set): who vouches for it; None: nobody
     task_class: str | None = None
     input_summary: str | None = None
     source: str | None = None
@@ -48,6 +53,7 @@ class LogRow(OpRow):
     verbatim and ``output_summary`` the context (None without one)."""
 
     success: bool
+    reporter_id: str | None = None  # the API key (server-set): who vouches for it; None: nobody
     task_class: str | None = None
     operation: str = ""  # attributes['operation']
     result: str | None = None  # attributes['result']: success, failure or lesson
@@ -100,7 +106,10 @@ class LogRow(OpRow):
 
 @dataclass(frozen=True)
 class CandidateGroup:
-    """Evidence that may become one entry, with a stable ``group_key`` (its entry id derives from it)."""
+    """Evidence that may become one entry, with a stable ``group_key`` (its entry id derives from it).
+
+    ``agents`` are claimed agent_ids; ``reporters`` the independent witnesses (capped, sorted) and
+    ``reporter_count`` how many independent reporters they make under the trust levels."""
 
     group_key: str
     source: EntrySource
@@ -117,6 +126,8 @@ class CandidateGroup:
     approaches: tuple[str, ...] = ()  # /log groups, most reported first
     signature_id: str | None = None
     diagnosis: Diagnosis | None = None
+    reporters: tuple[str, ...] = ()
+    reporter_count: int = 0
 
 
 # ---- grouping -----------------------------------------------------------------------------------
@@ -149,6 +160,10 @@ def _rank_agents(rows: Sequence[SuccessRow | LogRow]) -> tuple[str, ...]:
     return tuple(sorted({r.agent_id for r in rows}))[:MAX_TRACKED_AGENTS]
 
 
+def _witnesses(rows: Iterable[SuccessRow | LogRow], trust: ReporterTrust) -> set[str]:
+    return {w for r in rows if (w := trust.witness(r.reporter_id, r.agent_id)) is not None}
+
+
 def _excerpts(texts: Iterable[str | None]) -> tuple[str, ...]:
     seen: list[str] = []
     for text in texts:
@@ -171,26 +186,34 @@ def candidate_groups(
     *,
     min_successes: int = 3,
     min_agents: int = 2,
+    trust: ReporterTrust | None = None,
 ) -> list[CandidateGroup]:
     """Groups with enough evidence, sorted by ``group_key``.
 
+    * ops from keys ``trust`` does not count (untrusted ones, opslake's own, none) are left out;
     * successes: by (endpoint, task class, normalized input) — ``/log`` records and opslake's own
       routes are left out;
     * ``/log`` records: by (endpoint, task class, normalized operation, do/avoid) — a "success" or
-      "lesson" is a *do*, a "failure" an *avoid*;
-    * both need ``min_successes`` ops from ``min_agents`` distinct agents;
-    * "avoid" diagnoses (newest per signature) need ``agent_count >= min_agents``.
+      "lesson" is a *do*, a "failure" an *avoid*; approaches ranked by independent reporters;
+    * both need ``min_successes`` ops from ``min_agents`` distinct claimed agents;
+    * "avoid" diagnoses (newest per signature) need ``agent_count >= min_agents`` and at least one
+      independent reporter (a diagnosis made before reporters were counted has an unknown count:
+      it becomes a candidate that waits for approval).
+
+    Each group carries its independent reporters; :func:`~.merging.merge_candidates` publishes an
+    entry only when they are enough.
     """
+    trust = trust or ReporterTrust()
     by_success: dict[str, list[SuccessRow]] = defaultdict(list)
     for row in successes:
-        if row.event_kind == "log" or row.endpoint in IGNORED_ENDPOINTS:
+        if row.event_kind == "log" or row.endpoint in IGNORED_ENDPOINTS or not trust.counts(row.reporter_id):
             continue
         template = success_template(row.input_summary)
         by_success[_key("successes", row.endpoint, row.task_class, _short_hash(template))].append(row)
     by_log: dict[str, list[LogRow]] = defaultdict(list)
     for log in logs:
         operation = log.operation.strip()
-        if not operation:
+        if not operation or not trust.counts(log.reporter_id):
             continue
         digest = _short_hash(normalize(operation).lower())
         by_log[_key("log", log.endpoint, log.task_class, _log_kind(log), digest)].append(log)
@@ -202,12 +225,14 @@ def candidate_groups(
             continue
         rows.sort(key=lambda r: (r.ts, r.op_id))
         first = rows[0]
+        witnesses = _witnesses(rows, trust)
         groups.append(
             CandidateGroup(
                 group_key=key, source="successes", kind="do", endpoint=first.endpoint,
                 task_class=first.task_class, template=success_template(first.input_summary),
                 op_ids=tuple(r.op_id for r in rows[-MAX_EVIDENCE:]), agents=_rank_agents(rows),
                 agent_count=len(agents), count=len(rows), excerpts=_excerpts(r.input_summary for r in rows),
+                reporters=tuple(sorted(witnesses))[:MAX_TRACKED_AGENTS], reporter_count=trust.count(witnesses),
             )
         )  # fmt: skip
     for key, logs_ in by_log.items():
@@ -217,11 +242,14 @@ def candidate_groups(
         logs_.sort(key=lambda r: (r.ts, r.op_id))
         head = logs_[0]
         operation = head.operation.strip()
-        # the approach reported by most distinct agents first (ties: the shorter, then alphabetical)
-        reporters: dict[str, set[str]] = defaultdict(set)
+        # the approach vouched for by most independent reporters first (a key claiming many agents
+        # is one reporter); ties: the shorter, then alphabetical
+        support: dict[str, set[str]] = defaultdict(set)
         for log in logs_:
-            reporters[log.approach].add(log.agent_id)
-        approaches = sorted(reporters, key=lambda a: (-len(reporters[a]), len(a), a))
+            support[log.approach] |= _witnesses([log], trust)
+        weight = {approach: trust.count(witnesses) for approach, witnesses in support.items()}
+        approaches = sorted(support, key=lambda a: (-weight[a], len(a), a))
+        witnesses = _witnesses(logs_, trust)
         groups.append(
             CandidateGroup(
                 group_key=key, source="log", kind=_log_kind(head),
@@ -230,6 +258,7 @@ def candidate_groups(
                 agent_count=len(agents), count=len(logs_), operation=operation,
                 approaches=tuple(approaches),
                 excerpts=_excerpts(r.evidence for r in logs_),
+                reporters=tuple(sorted(witnesses))[:MAX_TRACKED_AGENTS], reporter_count=trust.count(witnesses),
             )
         )  # fmt: skip
     newest: dict[str, Diagnosis] = {}
@@ -241,8 +270,9 @@ def candidate_groups(
         ):
             newest[diagnosis.signature_id] = diagnosis
     for diagnosis in newest.values():
-        if not diagnosis.avoid or diagnosis.agent_count < min_agents:
+        if not diagnosis.avoid or diagnosis.agent_count < min_agents or diagnosis.reporter_count == 0:
             continue
+        witnesses = set(diagnosis.reporters or ())
         groups.append(
             CandidateGroup(
                 group_key=_key("diagnosis", diagnosis.signature_id), source="diagnosis", kind="avoid",
@@ -251,6 +281,7 @@ def candidate_groups(
                 agent_count=diagnosis.agent_count, count=diagnosis.failure_count,
                 excerpts=_excerpts([diagnosis.template, diagnosis.cause]),
                 signature_id=diagnosis.signature_id, diagnosis=diagnosis,
+                reporters=tuple(sorted(witnesses))[:MAX_TRACKED_AGENTS], reporter_count=trust.count(witnesses),
             )
         )  # fmt: skip
     groups.sort(key=lambda g: g.group_key)

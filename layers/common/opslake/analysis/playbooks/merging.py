@@ -1,8 +1,9 @@
 """Merging: distilled candidates folded into the playbook's entries.
 
 A candidate that says the same as an entry (:func:`find_duplicate`) strengthens it; a new one
-becomes an entry (``active``, or ``proposed`` in approval mode); a poisoned one, or one that
-matches a retired entry, is refused (:func:`rejection_reason`).
+becomes an entry (``active`` when enough independent reporters vouch for it, else ``proposed``, and
+always ``proposed`` in approval mode); a poisoned one, or one that matches a retired entry, is
+refused (:func:`rejection_reason`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from typing import Literal
 
 from opslake.analysis.playbooks.drafting import DistilledCandidate
+from opslake.analysis.reporters import ReporterTrust
 from opslake.analysis.sanitize import injection_reason, is_poisoned
 from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, PlaybookEntry
 
@@ -108,16 +110,21 @@ def merge_candidates(
     now: datetime,
     approval_mode: bool = False,
     min_agents: int = 2,
+    min_reporters: int = 2,
+    trust: ReporterTrust | None = None,
 ) -> MergeResult:
     """Fold distilled candidates into the entries.
 
     A candidate that says the same as an entry (:func:`find_duplicate`) updates it: evidence op
-    ids, excerpts and agents unioned (capped, newest kept), the distinct-agent count raised,
+    ids, excerpts, agents and reporters unioned (capped, newest kept), the counts raised,
     confidence moved :data:`MERGE_PULL` of the way toward the draft's plus :data:`MERGE_BOOST`
-    (capped at 1); its text stays (agents keep seeing stable advice). A retired entry is never
-    revived. Otherwise a new entry is made: ``active`` (``published_at`` = now), or ``proposed``
-    in approval mode. Poisoned candidates are refused and reported in ``rejected``.
+    (capped at 1); its text stays (agents keep seeing stable advice); whether it is now served is
+    :func:`~.lifecycle.review`'s call. A retired entry is never revived. Otherwise a new entry is
+    made: ``active`` (``published_at`` = now) when at least ``min_reporters`` independent reporters
+    vouch for its evidence (``trust``), else ``proposed`` until approved; always ``proposed`` in
+    approval mode. Poisoned candidates are refused and reported in ``rejected``.
     """
+    trust = trust or ReporterTrust()
     entries = {e.entry_id: e for e in existing}
     result = MergeResult(entries=[])
     for candidate in sorted(drafts, key=lambda c: c.group.group_key):
@@ -132,6 +139,7 @@ def merge_candidates(
             continue
         if duplicate is not None:
             agents = _union(duplicate.evidence_agents, group.agents, MAX_TRACKED_AGENTS)
+            reporters = _union(duplicate.evidence_reporters, group.reporters, MAX_TRACKED_AGENTS)
             confidence = duplicate.confidence + MERGE_PULL * (draft.confidence - duplicate.confidence)
             entries[duplicate.entry_id] = duplicate.model_copy(
                 update={
@@ -143,6 +151,8 @@ def merge_candidates(
                     "evidence_agent_count": max(
                         duplicate.evidence_agent_count, group.agent_count, len(agents)
                     ),
+                    "evidence_reporters": reporters,
+                    "evidence_reporter_count": trust.count(reporters),
                     "confidence": round(min(1.0, max(0.0, confidence + MERGE_BOOST)), 3),
                     "updated_at": now,
                 }
@@ -151,15 +161,18 @@ def merge_candidates(
                 result.updated.append(duplicate.entry_id)
             continue
         entry_id = entry_id_for(group.group_key)
-        status: Literal["proposed", "active"] = "proposed" if approval_mode else "active"
+        reporters = list(group.reporters[-MAX_TRACKED_AGENTS:])
+        vouched = trust.count(reporters) >= min_reporters
+        status: Literal["proposed", "active"] = "active" if vouched and not approval_mode else "proposed"
         entries[entry_id] = PlaybookEntry(
             entry_id=entry_id, trigger=draft.trigger, action=draft.action, kind=draft.kind,
             confidence=draft.confidence, domain=draft.domain, scope=draft.scope, endpoint=group.endpoint,
             task_class=group.task_class, signature_id=group.signature_id, group_key=group.group_key,
             source=group.source, distilled_by=candidate.distilled_by,
             evidence_op_ids=list(group.op_ids[-MAX_EVIDENCE:]), evidence_excerpts=list(draft.evidence_excerpts),
-            evidence_agents=list(group.agents), evidence_agent_count=group.agent_count, status=status,
-            created_at=now, updated_at=now, published_at=None if approval_mode else now,
+            evidence_agents=list(group.agents), evidence_agent_count=group.agent_count,
+            evidence_reporters=reporters, evidence_reporter_count=trust.count(reporters), status=status,
+            created_at=now, updated_at=now, published_at=now if status == "active" else None,
         )  # fmt: skip
         result.created.append(entry_id)
     result.entries = sorted(entries.values(), key=lambda e: e.entry_id)

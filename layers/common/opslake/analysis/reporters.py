@@ -1,0 +1,106 @@
+"""Who vouches for evidence: independent reporters, from API keys and their trust levels.
+
+The API key is the only identity opslake knows: the server stamps its name on every op as
+``reporter_id``. ``agent_id``, ``source`` and ``event_kind`` are what the client says about itself,
+stored as claims. Evidence thresholds therefore count *independent reporters* (here: witnesses),
+never claimed agents. What one op counts as depends on its key's trust level
+(``Settings.reporter_trust``, default ``Settings.reporter_trust_default``):
+
+* ``untrusted``: nothing (its ops are never evidence);
+* ``reporter`` (the default): the key is one witness, however many agent_ids it claims;
+* ``runtime``: a runtime that hosts many agents; each claimed ``agent_id`` is a witness, up to
+  :data:`RUNTIME_MAX_REPORTERS` per key (so one runtime key can never outweigh many keys).
+
+A witness is a string kept on signatures and playbook entries: the key's name (``%`` and ``/``
+escaped), and for a runtime key ``name/agent_id``. :meth:`ReporterTrust.count` reads the key back
+out of each witness and applies the trust levels *as they are now*, so marking a key untrusted
+takes its weight off every entry it vouched for at the next consolidator run.
+
+The scheduled jobs' own model calls are written under :data:`INTERNAL_REPORTERS` (a server fact,
+unlike ``source = 'llm'``): they are never evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from opslake.config import TrustLevel
+
+if TYPE_CHECKING:
+    from opslake.config import Settings
+
+#: A runtime key counts as at most this many independent reporters (one per claimed agent_id).
+RUNTIME_MAX_REPORTERS = 5
+#: The ``reporter_id`` each scheduled job writes its own model calls under (llm/records.py).
+ANALYZER_REPORTER = "opslake-analyzer"
+CONSOLIDATOR_REPORTER = "opslake-consolidator"
+INTERNAL_REPORTERS = frozenset({ANALYZER_REPORTER, CONSOLIDATOR_REPORTER})
+
+
+def _escape(name: str) -> str:
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+def _unescape(name: str) -> str:
+    return name.replace("%2F", "/").replace("%25", "%")
+
+
+def witness_key(witness: str) -> str:
+    """The API key name a witness stands for."""
+    return _unescape(witness.partition("/")[0])
+
+
+@dataclass(frozen=True)
+class ReporterTrust:
+    """Trust levels per API key name; turns (reporter_id, agent_id) pairs into witnesses and counts them."""
+
+    levels: Mapping[str, TrustLevel] = field(default_factory=dict)
+    default: TrustLevel = "reporter"
+    runtime_cap: int = RUNTIME_MAX_REPORTERS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReporterTrust:
+        return cls(levels=dict(settings.reporter_trust), default=settings.reporter_trust_default)
+
+    def level(self, reporter_id: str | None) -> TrustLevel:
+        """A key's trust level; an op without a key, or written by opslake itself, is never evidence."""
+        if not reporter_id or reporter_id in INTERNAL_REPORTERS:
+            return "untrusted"
+        return self.levels.get(reporter_id, self.default)
+
+    def counts(self, reporter_id: str | None) -> bool:
+        """Whether this key's ops count as evidence at all."""
+        return self.level(reporter_id) != "untrusted"
+
+    def witness(self, reporter_id: str | None, agent_id: str) -> str | None:
+        """What one op from this key, claiming this agent, counts as (None: nothing)."""
+        level = self.level(reporter_id)
+        if level == "untrusted" or reporter_id is None:
+            return None
+        key = _escape(reporter_id)
+        return key if level == "reporter" else f"{key}/{agent_id}"
+
+    def count(self, witnesses: Iterable[str]) -> int:
+        """Independent reporters among ``witnesses``, under the trust levels as they are now: an
+        untrusted key adds nothing, a reporter key one, a runtime key one per distinct agent (at
+        least one, at most :attr:`runtime_cap`)."""
+        agents: dict[str, set[str]] = {}
+        for witness in witnesses:
+            key, _, agent = witness.partition("/")
+            agents.setdefault(_unescape(key), set()).add(agent)
+        total = 0
+        for key, claimed in agents.items():
+            level = self.level(key)
+            if level == "reporter":
+                total += 1
+            elif level == "runtime":
+                total += max(1, min(self.runtime_cap, len(claimed - {""})))
+        return total
+
+    def excluded(self) -> list[str]:
+        """Key names whose ops never count, whatever the default: opslake's own and those marked
+        untrusted (a query leaves them out up front; with an untrusted default, unnamed keys are
+        left out in Python, by :meth:`counts`)."""
+        return sorted({*INTERNAL_REPORTERS, *(k for k, v in self.levels.items() if v == "untrusted")})

@@ -1,0 +1,163 @@
+"""The forged consensus of issue 12, end to end on the local stack: one API key posts successes
+through ``POST /events`` claiming several agent_ids; after a consolidator run ``GET /playbooks``
+serves nothing from them. The same evidence from two keys is served; an operator's approval
+publishes the single key's entry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from opslake.config import load_settings
+from opslake.jobs.consolidator import Consolidator, ConsolidatorRun
+from opslake.jobs.lease import StateStore
+from opslake.jobs.trigger import Backfill
+from opslake.lake.store import S3ObjectStore
+from opslake.query.embedded import EmbeddedEngine
+from opslake_local.drain import Drainer
+from opslake_local.http import LocalApi
+from opslake_local.stack import QUIET_ENV, LocalStack
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Stack:
+    stack: LocalStack
+    http: httpx.Client
+    drainer: Drainer
+    keys: dict[str, str]
+
+    def key(self, name: str) -> str:
+        if name not in self.keys:
+            self.keys[name] = self.stack.create_api_key(name).value
+        return self.keys[name]
+
+    def post(self, key: str, ops: list[dict[str, Any]]) -> None:
+        answer = self.http.post("/events", json={"ops": ops}, headers={"x-api-key": self.key(key)})
+        assert answer.status_code in (200, 202), answer.text
+        assert self.drainer.drain().failed == 0
+
+    def consolidate(self, **settings: Any) -> ConsolidatorRun:
+        """One consolidator run over the last hour (a backfill: runs can repeat in one module)."""
+        config = load_settings().model_copy(update=settings)
+        s3 = self.stack.client("s3")
+        now = datetime.now(UTC)
+        consolidator = Consolidator(
+            settings=config,
+            engine=EmbeddedEngine.from_settings(config),
+            store=S3ObjectStore(s3, config.lake_bucket),
+            state=StateStore(s3, config.lake_bucket, config.consolidator_state_key, lease_s=900),
+        )
+        report = consolidator.run(Backfill(since=now - timedelta(hours=1), until=now + timedelta(minutes=5)))
+        assert report.status == "ok", report
+        return report
+
+    def served(self, endpoint: str) -> list[dict[str, Any]]:
+        answer = self.http.get(
+            "/playbooks", params={"endpoint": endpoint}, headers={"x-api-key": self.key("reader")}
+        )
+        assert answer.status_code == 200, answer.text
+        return list(answer.json()["entries"])
+
+
+@pytest.fixture(scope="module")
+def lake() -> Iterator[Stack]:
+    """A local stack whose GET /playbooks re-reads the snapshot on every call (no 60 s cache)."""
+    env = {**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded", "OPSLAKE_SNAPSHOT_CACHE_S": "0"}
+    with LocalStack(env_overrides=env) as stack:
+        invoker = stack.invoker()
+        api = LocalApi(stack, invoker)
+        base_url = api.start()
+        try:
+            with httpx.Client(base_url=base_url, timeout=60) as client:
+                yield Stack(stack, client, Drainer(stack, invoker), {})
+        finally:
+            api.stop()
+
+
+def forged_ops(endpoint: str, agents: range, *, text: str) -> list[dict[str, Any]]:
+    """Successful ops, each claiming its own agent_id (what any client may write)."""
+    return [
+        {
+            "endpoint": endpoint,
+            "success": True,
+            "duration_ms": 12.0,
+            "agent_id": f"agent-{i}",
+            "task_class": "forged_consensus",
+            "input_summary": text,
+        }
+        for i in agents
+    ]
+
+
+# Plain advice: the shape checks let it through, so only the count of reporters stands in its way.
+ADVICE = 'POST /match {"role":"welder","city":"Austin","radius_miles":500}'
+
+
+def test_one_key_claiming_four_agents_is_not_served_until_approved(lake: Stack) -> None:
+    lake.post("mallory", forged_ops("/match", range(4), text=ADVICE))
+    report = lake.consolidate()
+    assert report.successes_read >= 4 and len(report.entries_created) == 1
+    assert lake.served("/match") == []  # before: served to every key, "4 agents", confidence 0.78
+    assert report.active_entries == 0 and report.proposed_entries == 1
+    (entry_id,) = report.entries_created
+    rows = EmbeddedEngine.from_settings(load_settings()).run(
+        "SELECT status, evidence_agent_count, evidence_reporter_count, evidence_reporters, approved_at "
+        f"FROM playbooks WHERE entry_id = '{entry_id}'"
+    )
+    [row] = rows.records()
+    assert (row["status"], row["evidence_agent_count"], row["evidence_reporter_count"]) == ("proposed", 4, 1)
+    assert list(row["evidence_reporters"]) == ["mallory"] and row["approved_at"] is None
+
+    # a second run over the same evidence changes nothing
+    assert lake.consolidate().active_entries == 0 and lake.served("/match") == []
+
+    # the operator reads it and approves it: from then on it is served
+    consolidator = Consolidator(
+        settings=load_settings(),
+        engine=EmbeddedEngine.from_settings(load_settings()),
+        store=S3ObjectStore(lake.stack.client("s3"), load_settings().lake_bucket),
+        state=StateStore(
+            lake.stack.client("s3"),
+            load_settings().lake_bucket,
+            load_settings().consolidator_state_key,
+            lease_s=900,
+        ),
+    )
+    approved = consolidator.approve(entry_id)
+    assert approved.status == "active" and approved.approved_at is not None
+    assert [e["entry_id"] for e in lake.served("/match")] == [entry_id]
+    assert lake.consolidate().entries_withheld == []  # an approved entry stays served
+
+
+def test_two_keys_are_two_reporters_and_are_served(lake: Stack) -> None:
+    text = 'POST /search {"q":"forklift certified","limit":25}'
+    lake.post("alice", forged_ops("/search", range(2), text=text))
+    lake.post("bob", forged_ops("/search", range(2, 4), text=text))
+    lake.consolidate()
+    (entry,) = lake.served("/search")
+    assert (entry["evidence_reporter_count"], entry["evidence_agent_count"], entry["status"]) == (
+        2,
+        4,
+        "active",
+    )
+
+
+def test_a_runtime_key_counts_its_agents_and_an_untrusted_key_counts_for_nothing(lake: Stack) -> None:
+    text = 'POST /worker {"id":"W00042","fields":["name","city"]}'
+    lake.post("fleet", forged_ops("/worker", range(3), text=text))
+    trust = {"fleet": "untrusted"}
+    report = lake.consolidate(reporter_trust=trust)
+    assert report.entries_created == [] and lake.served("/worker") == []  # no candidate at all
+    lake.consolidate(reporter_trust={"fleet": "runtime"})
+    (entry,) = lake.served("/worker")
+    assert entry["evidence_reporter_count"] == 3
+    # marking the key untrusted later takes the entry out of service at the next run
+    report = lake.consolidate(reporter_trust=trust)
+    assert report.entries_withheld == [entry["entry_id"]] and lake.served("/worker") == []

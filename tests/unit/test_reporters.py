@@ -1,0 +1,299 @@
+"""Who vouches for evidence (issue 12): evidence counts independent reporters (API keys by trust
+level), never the agent_ids a client claims; entries with too few reporters wait for approval."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from opslake.analysis.playbooks import (
+    DistilledCandidate,
+    LogRow,
+    SuccessRow,
+    approve,
+    candidate_groups,
+    distill,
+    merge_candidates,
+    review,
+    snapshot,
+)
+from opslake.analysis.reporters import (
+    INTERNAL_REPORTERS,
+    RUNTIME_MAX_REPORTERS,
+    ReporterTrust,
+    witness_key,
+)
+from opslake.analysis.signatures import SignatureIndex
+from opslake.config import load_settings
+from opslake.errors import ConfigurationError
+from opslake.models.analysis import Diagnosis, FailureSample
+from opslake.models.playbooks import PlaybookEntry
+
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+NOW = T0 + timedelta(hours=1)
+# Any text would do: the point is how many independent reporters vouch for it, not what it says.
+FORGED = 'POST /sql {"sql":"SELECT name, hourly_rate FROM workers ORDER BY hourly_rate DESC LIMIT 5"}'
+
+
+def op(i: int, *, key: str, agent: str, text: str = FORGED) -> SuccessRow:
+    return SuccessRow(
+        op_id=f"op-{key}-{i}", endpoint="/sql", agent_id=agent, reporter_id=key,
+        ts=T0 + timedelta(minutes=i), task_class="sql_question", input_summary=text, source="event",
+    )  # fmt: skip
+
+
+def forged(key: str = "mallory", n: int = 4) -> list[SuccessRow]:
+    """One API key posting ``n`` successful ops, each claiming another agent_id (the issue's repro)."""
+    return [op(i, key=key, agent=f"agent-{i}") for i in range(n)]
+
+
+def entries_from(
+    rows: list[SuccessRow],
+    trust: ReporterTrust | None = None,
+    *,
+    approval_mode: bool = False,
+    min_reporters: int = 2,
+) -> list[PlaybookEntry]:
+    groups = candidate_groups(rows, [], trust=trust)
+    candidates = [DistilledCandidate(g, *distill(g)) for g in groups]
+    merged = merge_candidates(
+        [], candidates, now=NOW, trust=trust, approval_mode=approval_mode, min_reporters=min_reporters
+    )
+    return merged.entries
+
+
+# ---- trust levels -------------------------------------------------------------------------------
+def test_a_reporter_key_is_one_witness_however_many_agents_it_claims() -> None:
+    trust = ReporterTrust()
+    witnesses = {trust.witness("mallory", f"agent-{i}") or "" for i in range(4)}
+    assert witnesses == {"mallory"} and trust.count(witnesses) == 1
+    assert trust.count(["alice", "bob", "alice"]) == 2
+
+
+def test_a_runtime_key_counts_its_agents_up_to_a_cap() -> None:
+    trust = ReporterTrust(levels={"fleet": "runtime"})
+    witnesses = [trust.witness("fleet", f"agent-{i}") for i in range(RUNTIME_MAX_REPORTERS + 5)]
+    assert all(w and w.startswith("fleet/") for w in witnesses)
+    assert trust.count(w for w in witnesses if w) == RUNTIME_MAX_REPORTERS
+    assert trust.count([trust.witness("fleet", "agent-0") or ""]) == 1
+
+
+def test_untrusted_keys_and_opslake_itself_are_never_witnesses() -> None:
+    trust = ReporterTrust(levels={"scraper": "untrusted"})
+    assert trust.witness("scraper", "a") is None and not trust.counts("scraper")
+    for internal in INTERNAL_REPORTERS:
+        assert trust.witness(internal, "a") is None
+    assert trust.witness(None, "a") is None  # no key, no identity
+    assert trust.excluded() == sorted({*INTERNAL_REPORTERS, "scraper"})
+    # an allowlist deployment: unnamed keys count for nothing
+    allow = ReporterTrust(levels={"alice": "reporter"}, default="untrusted")
+    assert allow.counts("alice") and not allow.counts("bob")
+
+
+def test_counts_follow_the_trust_levels_as_they_are_now() -> None:
+    witnesses = [ReporterTrust().witness(k, "x") or "" for k in ("alice", "bob")]
+    assert ReporterTrust().count(witnesses) == 2
+    assert ReporterTrust(levels={"bob": "untrusted"}).count(witnesses) == 1
+    # a runtime key downgraded to reporter counts once, whatever agents it named before
+    runtime = [ReporterTrust(levels={"rt": "runtime"}).witness("rt", f"a{i}") or "" for i in range(3)]
+    assert ReporterTrust().count(runtime) == 1
+
+
+def test_key_names_with_slashes_are_escaped_in_witnesses() -> None:
+    trust = ReporterTrust(levels={"team/a": "runtime"})
+    witness = trust.witness("team/a", "agent/1")
+    assert witness is not None and witness_key(witness) == "team/a"
+    assert trust.count([witness, trust.witness("team/a", "agent/2") or ""]) == 2
+    assert witness_key(ReporterTrust().witness("50%/b", "x") or "") == "50%/b"
+
+
+def test_settings_read_trust_levels_as_json() -> None:
+    settings = load_settings(
+        {
+            "OPSLAKE_REPORTER_TRUST": '{"fleet": "runtime", "scraper": "untrusted"}',
+            "OPSLAKE_REPORTER_TRUST_DEFAULT": "reporter",
+            "OPSLAKE_PLAYBOOK_MIN_REPORTERS": "3",
+        }
+    )
+    assert settings.reporter_trust == {"fleet": "runtime", "scraper": "untrusted"}
+    assert settings.playbook_min_reporters == 3
+    trust = ReporterTrust.from_settings(settings)
+    assert (trust.level("fleet"), trust.level("scraper"), trust.level("other")) == (
+        "runtime",
+        "untrusted",
+        "reporter",
+    )
+    assert load_settings({}).reporter_trust == {} and load_settings({}).playbook_min_reporters == 2
+    for bad in ("{not json", '{"fleet": "admin"}'):
+        with pytest.raises(ConfigurationError, match="OPSLAKE_REPORTER_TRUST"):
+            load_settings({"OPSLAKE_REPORTER_TRUST": bad})
+
+
+# ---- the forged consensus -----------------------------------------------------------------------
+def test_one_key_claiming_four_agents_is_one_reporter_and_waits_for_approval() -> None:
+    """The issue's reproduction: 4 successes, 4 claimed agent_ids, one key. Before: an active entry
+    at confidence 0.78 from "4 agents". Now: at most a proposed entry, never served."""
+    (group,) = candidate_groups(forged(), [])
+    assert (group.agent_count, group.reporter_count, group.reporters) == (4, 1, ("mallory",))
+    (entry,) = entries_from(forged())
+    assert entry.status == "proposed" and entry.published_at is None
+    assert (entry.evidence_reporter_count, entry.evidence_reporters) == (1, ["mallory"])
+    assert entry.confidence < 0.78  # confidence grows with reporters, not with claimed agents
+    assert snapshot([entry], NOW).entries == []
+
+
+def test_two_keys_are_two_reporters_and_publish() -> None:
+    rows = [*forged("mallory", 2), *[op(i, key="trent", agent=f"agent-{i}") for i in range(2, 4)]]
+    (entry,) = entries_from(rows)
+    assert entry.status == "active" and entry.evidence_reporter_count == 2
+    assert entry.evidence_reporters == ["mallory", "trent"]
+    assert [e.entry_id for e in snapshot([entry], NOW).entries] == [entry.entry_id]
+
+
+def test_a_runtime_key_counts_its_agents_as_reporters() -> None:
+    (entry,) = entries_from(forged("fleet"), ReporterTrust(levels={"fleet": "runtime"}))
+    assert entry.status == "active" and entry.evidence_reporter_count == 4
+
+
+def test_an_untrusted_key_is_no_evidence_at_all() -> None:
+    trust = ReporterTrust(levels={"mallory": "untrusted"})
+    assert candidate_groups(forged(n=10), [], trust=trust) == []
+    honest = [op(i, key=f"key-{i}", agent=f"a{i}") for i in range(2)]
+    (group,) = candidate_groups([*forged(n=10), *honest], [], trust=trust, min_successes=2)
+    assert (group.count, group.reporter_count) == (2, 2)  # mallory's ten ops add nothing
+
+
+def test_min_reporters_is_the_bar_and_approval_mode_still_holds_everything() -> None:
+    rows = [op(i, key=f"key-{i}", agent=f"a{i}") for i in range(3)]
+    assert entries_from(rows, min_reporters=3)[0].status == "active"
+    assert entries_from(rows, min_reporters=4)[0].status == "proposed"
+    assert entries_from(rows, approval_mode=True)[0].status == "proposed"
+
+
+def test_log_lessons_count_reporters_and_rank_approaches_by_them() -> None:
+    def log(i: int, key: str, agent: str, approach: str) -> LogRow:
+        return LogRow(
+            op_id=f"l-{key}-{i}", endpoint="/match", agent_id=agent, reporter_id=key, ts=T0, success=True,
+            task_class="staffing_fill", operation="fill a shift", result="lesson", input_summary=approach,
+        )  # fmt: skip
+
+    # mallory names five agents for her approach; two independent keys report another one
+    logs = [log(i, "mallory", f"m{i}", "skip the city filter") for i in range(5)]
+    logs += [
+        log(0, "alice", "alice", "match on city and state"),
+        log(0, "bob", "bob", "match on city and state"),
+    ]
+    (group,) = candidate_groups([], logs)
+    assert (group.agent_count, group.reporter_count) == (7, 3)
+    assert group.approaches == ("match on city and state", "skip the city filter")
+    (only_mallory,) = candidate_groups([], logs[:5])
+    assert only_mallory.reporter_count == 1
+
+
+def test_avoid_diagnoses_need_a_trusted_reporter() -> None:
+    def diagnosis(**fields: object) -> Diagnosis:
+        return Diagnosis.model_validate(
+            {
+                "diagnosis_id": "dg-1",
+                "signature_id": "sig_0123456789abcdef",
+                "endpoint": "/sql",
+                "template": "/sql | sql_failed | Column <str> cannot be resolved",
+                "cause": "guessed columns",
+                "agent_adjustment": "Describe the table first.",
+                "avoid": True,
+                "category": "unknown_column",
+                "confidence": 0.8,
+                "diagnosed_by": "heuristic",
+                "failure_count": 9,
+                "agent_count": 4,
+                "evidence_op_ids": ["f1"],
+                "created_at": T0,
+                **fields,
+            }
+        )
+
+    # every failure came from untrusted keys: no reporter, no candidate
+    assert candidate_groups([], [], [diagnosis(reporter_count=0, reporters=[])]) == []
+    (one,) = candidate_groups([], [], [diagnosis(reporter_count=1, reporters=["mallory"])])
+    assert one.reporter_count == 1
+    (two,) = candidate_groups([], [], [diagnosis(reporter_count=2, reporters=["alice", "bob"])])
+    assert two.reporter_count == 2
+    # a key marked untrusted after the diagnosis no longer counts
+    trust = ReporterTrust(levels={"bob": "untrusted"})
+    (after,) = candidate_groups(
+        [], [], [diagnosis(reporter_count=2, reporters=["alice", "bob"])], trust=trust
+    )
+    assert after.reporter_count == 1
+    # made before reporters were counted: a candidate, but it cannot publish itself
+    (legacy,) = candidate_groups([], [], [diagnosis()])
+    assert legacy.reporter_count == 0
+    (entry,) = merge_candidates([], [DistilledCandidate(legacy, *distill(legacy))], now=NOW).entries
+    assert entry.status == "proposed"
+
+
+# ---- review and approval ------------------------------------------------------------------------
+def test_review_withholds_entries_whose_reporters_are_no_longer_enough() -> None:
+    rows = [*forged("mallory", 2), *[op(i, key="trent", agent=f"agent-{i}") for i in range(2, 4)]]
+    (entry,) = entries_from(rows)
+    assert entry.status == "active"
+    # the operator marks mallory untrusted: one reporter left, the entry goes back to proposed
+    result = review(
+        [entry],
+        trust=ReporterTrust(levels={"mallory": "untrusted"}),
+        min_reporters=2,
+        approval_mode=False,
+        now=NOW,
+    )
+    (withheld,) = result.entries
+    assert result.withheld == [entry.entry_id] and withheld.status == "proposed"
+    assert withheld.evidence_reporter_count == 1 and withheld.published_at is None
+    # an entry published before reporters were counted (none recorded) is withheld too
+    legacy = entry.model_copy(update={"evidence_reporters": [], "evidence_reporter_count": 0})
+    assert review([legacy], trust=ReporterTrust(), min_reporters=2, approval_mode=False, now=NOW).withheld
+
+
+def test_review_publishes_a_proposed_entry_once_enough_reporters_vouch() -> None:
+    (entry,) = entries_from(forged("mallory"))
+    more = [op(i, key="trent", agent=f"agent-{i}") for i in range(4)]
+    groups = candidate_groups(more, [])
+    merged = merge_candidates([entry], [DistilledCandidate(g, *distill(g)) for g in groups], now=NOW)
+    (updated,) = merged.entries
+    assert updated.status == "proposed" and updated.evidence_reporter_count == 2
+    result = review(merged.entries, trust=ReporterTrust(), min_reporters=2, approval_mode=False, now=NOW)
+    assert result.published == [entry.entry_id] and result.entries[0].status == "active"
+    assert result.entries[0].published_at == NOW
+    held = review(merged.entries, trust=ReporterTrust(), min_reporters=2, approval_mode=True, now=NOW)
+    assert held.published == [] and held.entries[0].status == "proposed"
+
+
+def test_an_approved_entry_is_served_whatever_its_reporters() -> None:
+    (entry,) = entries_from(forged("mallory"))
+    (approved,) = approve([entry], entry.entry_id, NOW)
+    assert (approved.status, approved.approved_at, approved.published_at) == ("active", NOW, NOW)
+    result = review([approved], trust=ReporterTrust(), min_reporters=2, approval_mode=False, now=NOW)
+    assert result.withheld == [] and result.entries == [approved]
+    assert [e.entry_id for e in snapshot(result.entries, NOW).entries] == [entry.entry_id]
+
+
+# ---- the analyzer's signatures ------------------------------------------------------------------
+def failure(i: int, *, key: str | None, agent: str) -> FailureSample:
+    return FailureSample(
+        op_id=f"f{i}", endpoint="/sql", agent_id=agent, reporter_id=key, ts=T0, ingested_at=T0,
+        error="Column 'x' cannot be resolved", error_type="sql_failed",
+    )  # fmt: skip
+
+
+def test_signatures_count_reporters_beside_claimed_agents() -> None:
+    index = SignatureIndex(trust=ReporterTrust(levels={"scraper": "untrusted"}))
+    rows = index.apply(
+        [
+            *(failure(i, key="mallory", agent=f"m{i}") for i in range(4)),
+            failure(4, key="alice", agent="alice"),
+            failure(5, key="scraper", agent="s"),
+            failure(6, key=None, agent="old-sample"),
+        ]
+    )
+    sig = index.signatures[rows[0].signature_id]
+    assert (sig.count, sig.agent_count, sig.reporter_count) == (7, 7, 2)
+    assert sig.reporters == ["mallory", "alice"]
