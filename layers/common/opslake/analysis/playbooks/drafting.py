@@ -70,7 +70,8 @@ def _clean(text: str, limit: int, fallback: str) -> str:
 def _heuristic_confidence(group: CandidateGroup) -> float:
     if group.diagnosis is not None:
         return round(min(MAX_NEW_CONFIDENCE, group.diagnosis.confidence), 3)
-    return round(min(MAX_NEW_CONFIDENCE, 0.3 + 0.1 * group.agent_count + 0.02 * group.count), 3)
+    # independent reporters, not claimed agents: one key naming many agents is one voice
+    return round(min(MAX_NEW_CONFIDENCE, 0.3 + 0.1 * group.reporter_count + 0.02 * group.count), 3)
 
 
 def _sql_tables(text: str) -> list[str]:
@@ -137,7 +138,7 @@ def playbook_prompt(group: CandidateGroup) -> str:
         "kind": group.kind,
         "source": group.source,
         "ops": group.count,
-        "distinct_agents": group.agent_count,
+        "independent_reporters": group.reporter_count,
         "input_template": group.template[:500],
         "examples": [e[:MAX_EXCERPT_CHARS] for e in group.excerpts],
         "approaches": [a[:MAX_EXCERPT_CHARS] for a in group.approaches[:3]],
