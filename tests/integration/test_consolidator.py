@@ -366,3 +366,17 @@ def test_what_counts_as_evidence_is_decided_by_the_key_not_by_the_source_it_clai
     assert report.successes_read == 4
     [entry] = served(lake)["entries"]
     assert entry["evidence_reporter_count"] == 4
+
+
+def test_an_avoid_diagnosis_reported_by_one_key_waits_for_approval(jobs_lake: Lake) -> None:
+    """The analyzer counts reporters beside claimed agents; a failure pattern that only one key
+    reports (however many agent_ids it names) becomes a proposed avoid entry, not a served one."""
+    lake = jobs_lake
+    ops = [failure(f"f{i}", at(i), f"agent-{i % 3}", n=i) for i in range(9)]
+    write_ops(lake, [(op.model_copy(update={"reporter_id": "mallory"}), op.ts) for op in ops])
+    analyze(lake, at(30))
+    [row] = query(lake, "SELECT agent_count, reporter_count, reporters FROM diagnoses")
+    assert (row["agent_count"], row["reporter_count"], list(row["reporters"])) == (3, 1, ["mallory"])
+    report = consolidator(lake, at(45)).run()
+    assert report.diagnoses_read == 1 and report.proposed_entries == 1
+    assert served(lake)["entries"] == []

@@ -297,3 +297,13 @@ def test_signatures_count_reporters_beside_claimed_agents() -> None:
     sig = index.signatures[rows[0].signature_id]
     assert (sig.count, sig.agent_count, sig.reporter_count) == (7, 7, 2)
     assert sig.reporters == ["mallory", "alice"]
+
+
+def test_get_playbooks_never_serves_a_proposed_entry_even_if_a_snapshot_holds_one() -> None:
+    """GET /playbooks serves ``PlaybookSnapshot.select``: active entries only, whatever the object holds."""
+    from opslake.models.playbooks import PlaybookSnapshot
+
+    (proposed,) = entries_from(forged("mallory"))
+    active = proposed.model_copy(update={"entry_id": "pb_active", "status": "active", "published_at": NOW})
+    document = PlaybookSnapshot(generated_at=NOW, entries=[proposed, active])
+    assert [e.entry_id for e in document.select(endpoint="/sql")] == ["pb_active"]
