@@ -28,7 +28,7 @@ from opslake.analysis.signatures import SignatureIndex
 from opslake.config import load_settings
 from opslake.errors import ConfigurationError
 from opslake.models.analysis import Diagnosis, FailureSample
-from opslake.models.playbooks import PlaybookEntry
+from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
@@ -301,8 +301,6 @@ def test_signatures_count_reporters_beside_claimed_agents() -> None:
 
 def test_get_playbooks_never_serves_a_proposed_entry_even_if_a_snapshot_holds_one() -> None:
     """GET /playbooks serves ``PlaybookSnapshot.select``: active entries only, whatever the object holds."""
-    from opslake.models.playbooks import PlaybookSnapshot
-
     (proposed,) = entries_from(forged("mallory"))
     active = proposed.model_copy(update={"entry_id": "pb_active", "status": "active", "published_at": NOW})
     document = PlaybookSnapshot(generated_at=NOW, entries=[proposed, active])
