@@ -105,6 +105,10 @@ def test_scheduled_jobs_get_their_parameters(transformed: dict[str, Any]) -> Non
     assert analyzer["OPSLAKE_ANALYZER_SETTLE_S"] == {"Ref": "AnalyzerSettleSeconds"}
     assert analyzer["OPSLAKE_DIAGNOSIS_BUDGET"] == {"Ref": "AnalyzerDiagnosisBudget"}
     assert consolidator["OPSLAKE_PLAYBOOK_APPROVAL_MODE"] == {"Ref": "PlaybookApprovalMode"}
+    assert consolidator["OPSLAKE_PLAYBOOK_MIN_REPORTERS"] == {"Ref": "PlaybookMinReporters"}
+    for env in (analyzer, consolidator):  # both count reporters under the same trust levels
+        assert env["OPSLAKE_REPORTER_TRUST"] == {"Ref": "ReporterTrust"}
+        assert env["OPSLAKE_REPORTER_TRUST_DEFAULT"] == {"Ref": "ReporterTrustDefault"}
     for env in (analyzer, consolidator):
         assert env["OPSLAKE_LLM_API_KEY_PARAMETER"] == {"Ref": "LlmApiKeyParameter"}
         assert env["OPSLAKE_ATHENA_WORKGROUP"] == {"Ref": "AthenaWorkGroup"}
@@ -134,3 +138,14 @@ def test_every_opslake_variable_is_a_setting(functions: dict[str, Any]) -> None:
         if var.startswith(ENV_PREFIX) and var[len(ENV_PREFIX) :].lower() not in Settings.model_fields
     }
     assert not unknown, sorted(unknown)
+
+
+def test_trust_level_parameter_offers_exactly_the_settings_levels(sam_template: dict[str, Any]) -> None:
+    from typing import get_args
+
+    from opslake.config import TrustLevel
+
+    parameters = sam_template["Parameters"]
+    assert parameters["ReporterTrustDefault"]["AllowedValues"] == list(get_args(TrustLevel))
+    assert parameters["ReporterTrustDefault"]["Default"] == "reporter"
+    assert parameters["ReporterTrust"]["Default"] == ""  # no key named: every key is one reporter

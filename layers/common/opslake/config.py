@@ -132,7 +132,7 @@ class Settings(BaseModel):
     playbook_min_reporters: int = Field(
         default=2,
         ge=1,
-        le=1_000,
+        le=200,  # entries keep at most 200 reporters (MAX_TRACKED_AGENTS)
         description="independent reporters an entry's evidence needs to be published without approval",
     )
     reporter_trust: dict[str, TrustLevel] = Field(
