@@ -54,7 +54,8 @@ def redacted_approach(operation: str, approach: str) -> str:
 
 
 def log_record(body: LogRequest, headers: dict[str, str]) -> OpInput:
-    """The op record of a logged outcome (pure)."""
+    """The op record of a logged outcome (pure); it makes the reserved claim ``event_kind`` "log",
+    so it is built as a server record."""
     failed = body.result == "failure"
     attributes: dict[str, str | int | float | bool] = {
         "operation": body.operation,
@@ -63,7 +64,7 @@ def log_record(body: LogRequest, headers: dict[str, str]) -> OpInput:
     }
     if body.context:
         attributes["context"] = body.context
-    return OpInput.model_validate(
+    return OpInput.server_record(
         {
             "op_id": body.op_id,
             "endpoint": body.endpoint or "/log",

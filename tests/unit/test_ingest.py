@@ -183,3 +183,78 @@ def test_bytes_that_are_not_utf8_are_a_400(body: bytes) -> None:
 def test_a_lone_surrogate_is_a_400() -> None:
     with pytest.raises(UndecodableBodyError):
         parse_ops('{"endpoint": "\ud800"}')
+
+
+@pytest.mark.parametrize(
+    ("claim", "field"),
+    [
+        ({"event_kind": "log"}, "event_kind"),
+        ({"event_kind": "LOG"}, "event_kind"),
+        ({"source": "llm"}, "source"),
+        ({"source": "agent_log", "event_kind": "log"}, "event_kind"),
+    ],
+)
+def test_reserved_claims_are_refused_per_op_and_the_rest_lands(claim: dict[str, str], field: str) -> None:
+    """event_kind "log" is POST /log's and source "llm" the jobs' model-call records': a client
+    claiming either gets that op refused with the field and the reason; its other ops land."""
+    queue = MemoryQueue()
+    result = run({"ops": [{**GOOD, "op_id": "ok-1"}, {**GOOD, **claim, "op_id": "forged"}, GOOD]}, queue)
+    assert len(result.accepted) == 2 and "forged" not in result.accepted and len(queue.messages) == 2
+    [rejected] = result.rejected
+    assert rejected.index == 1 and rejected.errors[0]["field"] == field
+    assert "reserved" in rejected.message
+
+
+def test_other_sources_and_event_kinds_are_still_a_clients_to_claim() -> None:
+    result = run(
+        {"ops": [{**GOOD, "source": "runtime", "event_kind": "rescue"}, {**GOOD, "event_kind": "logs"}]}
+    )
+    assert len(result.accepted) == 2 and result.rejected == []
+
+
+def test_the_server_may_write_its_own_reserved_records() -> None:
+    from opslake.models import OpInput
+
+    op = OpInput.server_record({**GOOD, "source": "agent_log", "event_kind": "log"})
+    assert op.to_queued(reporter_id="r", received_at=NOW).event_kind == "log"
+    with pytest.raises(ValueError, match="reserved"):
+        OpInput.model_validate({**GOOD, "event_kind": "log"})
+
+
+def test_secrets_in_every_field_never_reach_the_queue() -> None:
+    """Issue 12's planted forms, each through POST /events: secret-named attribute keys, JSON in a
+    string, env and YAML assignments, cookies, URL-encoded and base64 forms, ids and labels,
+    opslake's own API keys and provider tokens."""
+    key = "9Fq2_xLm0PzT-7vWcR3sKd8YhN1bJe5uGa4oQiZt"  # the local stack's token_urlsafe(30)[:40] shape
+    ops = [
+        {**GOOD, "attributes": {"password": "hunter2", "api_key": "k-123"}},
+        {**GOOD, "error": 'bad config {"db": {"password": "hunter2"}}'},
+        {**GOOD, "error": "POSTGRES_PASSWORD=hunter2 db_password: hunter2"},
+        {
+            **GOOD,
+            "input_summary": "Cookie: session=hunter2; x=1",
+            "output_summary": "Set-Cookie: sid=hunter2",
+        },
+        {**GOOD, "input_summary": "body=user%3Dbob%26password%3Dhunter2"},
+        {**GOOD, "input_summary": "env " + "cGFzc3dvcmQ9aHVudGVyMg=="},
+        {**GOOD, "endpoint": f"/v1/{key}", "session_id": f"s-{key}", "agent_id": f"a-{key}"},
+        {**GOOD, "trace_id": key, "error_type": f"e_{key}", "task_class": key, "attributes": {key: "x"}},
+        {**GOOD, "error": "x-api-key: " + key},
+        {
+            **GOOD,
+            "error": "charge with sk_live_4eC39HqLyjWDarjtT1zdp7dc via npm_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gH3jK5",
+        },
+    ]
+    queue = MemoryQueue()
+    result = run({"ops": ops}, queue)
+    assert len(result.accepted) == len(ops) and result.rejected == []
+    stored = "\n".join(queue.messages)
+    for secret in (
+        "hunter2",
+        "k-123",
+        "cGFzc3dvcmQ9aHVudGVyMg",
+        key,
+        "4eC39HqLyjWDarjtT1zdp7dc",
+        "aB3dE5gH7jK9",
+    ):
+        assert secret not in stored

@@ -6,14 +6,22 @@ from datetime import UTC, datetime
 
 import pytest
 
-from opslake.ingest.redact import REDACTED, redact, rule_names
+from opslake.ingest.redact import (
+    LABEL_REDACTED,
+    REDACTED,
+    is_secret_key,
+    redact,
+    redact_attribute,
+    rule_names,
+)
 from opslake.models import OpInput
+from opslake.models.ops import MAX_ID_CHARS
 
 CASES = {
     "private_key_block": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "MIIEow"),
     "aws_access_key_id": ("creds AKIAIOSFODNN7EXAMPLE leaked", "AKIAIOSFODNN7EXAMPLE"),
     "aws_secret_access_key": (
-        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "the key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY leaked",
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     ),
     "bearer_token": ("Authorization: Bearer eyJhbGciOi.abc-def_123", "eyJhbGciOi.abc-def_123"),
@@ -27,7 +35,20 @@ CASES = {
         "AIzaSyA1234567890abcdefghijklmnopqrstuv",
     ),
     "url_password": ("connect postgres://svc:hunter2@db.internal:5432/app failed", "hunter2"),
+    "curl_user": ("ran curl -u admin:Pa55w0rd! https://x.internal/api", "Pa55w0rd!"),
+    # opslake's own keys: the local stack's token_urlsafe(30)[:40] and API Gateway's 40 alphanumerics
+    "opslake_api_key": (
+        "retry with 9Fq2_xLm0PzT-7vWcR3sKd8YhN1bJe5uGa4oQiZt",
+        "9Fq2_xLm0PzT-7vWcR3sKd8YhN1bJe5uGa4oQiZt",
+    ),
+    "provider_token": ("charged with sk_live_4eC39HqLyjWDarjtT1zdp7dc", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+    "secret_header": ("Cookie: session=9f8e7d6c5b4a; theme=dark", "9f8e7d6c5b4a"),
     "secret_assignment": ('{"password": "hunter2", "user": "bob"}', "hunter2"),
+    "secret_xml_element": ("<db><password>hunter2</password></db>", "hunter2"),
+    "secret_after_word": ("login failed: the password is hunter2", "hunter2"),
+    "url_encoded_secret": ("POST /login body=user%3Dbob%26password%3Dhunter2", "hunter2"),
+    "base64_secret": ("env cGFzc3dvcmQ9aHVudGVyMg== uploaded", "cGFzc3dvcmQ9aHVudGVyMg=="),
+    "high_entropy_token": ("sent Xk9vR2mQ7tLp4ZsW8nB3cF6h to the API", "Xk9vR2mQ7tLp4ZsW8nB3cF6h"),
 }
 
 
@@ -55,6 +76,17 @@ def test_url_redaction_keeps_user_and_host() -> None:
         "worker 12345 not found; see https://example.com/docs",
         "skills: welding, sk-8 forklift",
         "",
+        # ids opslake itself uses stay: ULIDs, UUIDs, hex digests and trace ids, sessions
+        "op 01JD3XK5Q9ZV8N6T7W2R4M1C0B trace 4bf92f3577b34da6a3ce929d0e0e4736",
+        "request 0e7d43be-a693-22b4-4d16-ae8f1a2b3c4d failed; sig 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b",
+        "session_id=agent-07-c001-t02 task_class=staff_job",
+        "max_tokens=4096 input_tokens: 532 token_count: 12",
+        "error: password: field required",
+        "the token expired after 3600 s; refresh it",
+        "this route requires an API key (send it in the x-api-key header)",
+        "KeyError: 'hourly_rate2' in /var/task/handlers/join.py line 212",
+        '{"bucket": "reports", "key": "reports/2025-03-04/e1bfae39-14da-4624-83f5-8c5dd711dfa3.csv"}',
+        "ResourceNotFoundException: GetObjectV2Request for s3://lake/ops/dt=2026-11-22/hour=16/",
     ],
 )
 def test_ordinary_text_is_untouched(text: str) -> None:
@@ -76,3 +108,101 @@ def test_redaction_applies_to_every_text_field_and_attribute() -> None:
         }
     ).to_queued(reporter_id="r", received_at=datetime(2026, 1, 1, tzinfo=UTC))
     assert secret not in op.to_message()
+
+
+# ---- by meaning: each form issue 12 found missed ---------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("POSTGRES_PASSWORD=Tr0ub4dor&3 docker compose up", "Tr0ub4dor"),
+        ("export DB_PASSWORD='correct horse battery staple'", "correct horse battery staple"),
+        ("db:\n  db_password: s3cr3t-Passw0rd\n", "s3cr3t-Passw0rd"),
+        ('{"api_key": "k-12345-abcde"}', "k-12345-abcde"),
+        ('payload {\\"client_secret\\": \\"a\\\\\\"b-secret\\"} sent', "b-secret"),
+        ("api_key: hunter2", "hunter2"),
+        ("Set-Cookie: sid=31d4d96e407aad42; Path=/; Secure; HttpOnly", "31d4d96e407aad42"),
+        ("headers={'Cookie': 'session=abc123; csrftoken=xyz789'}", "abc123"),
+        ("GET https://api.example.com/v1?page=2&access_token=ya29.a0AfH6SM&sort=asc", "ya29.a0AfH6SM"),
+        (
+            "https://bucket.s3.amazonaws.com/k?X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024",
+            "fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024",
+        ),
+        ("redirect=https%3A%2F%2Fapp%2Fcb%3Fapi_key%3Dhunter2xyz", "hunter2xyz"),
+        (
+            "npm ERR! token npm_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gH3jK5 is invalid",
+            "npm_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gH3jK5",
+        ),
+        ("use glpat-xY3zA5bC7dE9fG1hI3jK for CI", "glpat-xY3zA5bC7dE9fG1hI3jK"),
+        ("charged with rk_live_51HxYzAbCdEfGhIjKlMnOpQr", "rk_live_51HxYzAbCdEfGhIjKlMnOpQr"),
+        (
+            "my token for bob is 8c1f0e2d9b7a6c5e4f3a2b1c0d9e8f7a6b5c4d3e",
+            "8c1f0e2d9b7a6c5e4f3a2b1c0d9e8f7a6b5c4d3e",
+        ),
+    ],
+)
+def test_secrets_are_found_by_meaning(text: str, secret: str) -> None:
+    assert secret not in redact(text)
+
+
+def test_the_name_of_a_secret_stays_and_only_its_value_goes() -> None:
+    assert redact("POSTGRES_PASSWORD=hunter2 PGHOST=db") == f"POSTGRES_PASSWORD={REDACTED} PGHOST=db"
+    assert redact("token: password=hunter2") == f"token: password={REDACTED}"
+    assert redact("Authorization: Basic dXNlcjpwYXNzd29yZA==") == "Authorization: " + REDACTED
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("password", True), ("api_key", True), ("x-api-key", True), ("POSTGRES_PASSWORD", True),
+        ("clientSecret", True), ("X-Amz-Security-Token", True), ("private_key", True), ("cookie", True),
+        ("session", True), ("Authorization", True), ("signature", True),
+        ("max_tokens", False), ("token_count", False), ("api_key_name", False), ("session_id", False),
+        ("author", False), ("monkey", False), ("passed", False), ("operation", False), ("http_status", False),
+    ],
+)  # fmt: skip
+def test_secret_named_keys(key: str, secret: bool) -> None:
+    assert is_secret_key(key) is secret
+
+
+def test_a_value_under_a_secret_named_attribute_key_goes_whole() -> None:
+    assert redact_attribute("password", "correct horse battery staple") == REDACTED
+    assert redact_attribute("session_id", "agent-07-c001-t02") == "agent-07-c001-t02"
+    assert redact_attribute("max_tokens", "4096") == "4096"
+    assert redact_attribute("note", "password=hunter2") == f"password={REDACTED}"
+
+
+def test_work_per_field_is_bounded() -> None:
+    """A megabyte without separators is scanned in bounded windows (no backtracking blow-up)."""
+    assert redact("a" * 1_000_000).startswith("a")
+    assert redact("password=" * 20_000).startswith("password=")
+    assert redact("%41" * 100_000)  # URL-encoded candidates are capped in length and number
+
+
+def _op(**fields: object) -> OpInput:
+    return OpInput.model_validate({"endpoint": "/sql", "success": False, "duration_ms": 1, **fields})
+
+
+def test_ids_and_labels_are_redacted_and_stay_valid_ids() -> None:
+    secret = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+    queued = _op(
+        agent_id=f"bot-{secret}",
+        session_id=f"s-{secret}",
+        trace_id=secret,
+        endpoint=f"/v1/{secret}/charge",
+        error_type=f"auth_{secret}",
+        task_class=f"pay {secret}",
+        attributes={secret: 1, f"k-{secret}": 2, "REDACTED": 3},
+    ).to_queued(reporter_id="r", received_at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert secret not in queued.to_message()
+    assert queued.agent_id == f"bot-{REDACTED}" and queued.endpoint == f"/v1/{REDACTED}/charge"
+    assert queued.trace_id == REDACTED and queued.task_class == f"pay {REDACTED}"
+    # attribute keys may not hold brackets: the marker is REDACTED, numbered when keys collide
+    assert queued.attributes == {"REDACTED.2": "1", f"k-{LABEL_REDACTED}": "2", "REDACTED": "3"}
+    type(queued).model_validate_json(queued.to_message())  # still a valid record
+
+
+def test_an_id_that_grows_when_redacted_is_cut_to_the_id_limit() -> None:
+    queued = _op(agent_id="password=x1" * 18).to_queued(
+        reporter_id="r", received_at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    assert len(queued.agent_id) <= MAX_ID_CHARS and "x1" not in queued.agent_id.replace("password", "")

@@ -1,8 +1,9 @@
 """The way in: how an op becomes a queued record.
 
 ``events`` validates the ops runtimes post to ``POST /events``; ``observe`` is the middleware that
-turns every gateway tool call into an op record; ``redact`` scrubs secrets from text (the op
-models apply it, so nothing unredacted leaves a Lambda). An OTLP decoder for ``POST /v1/traces``
+turns every gateway tool call into an op record; ``redact`` scrubs secrets from text, attribute
+values and ids by shape and by meaning (the op models apply it, so nothing unredacted leaves a
+Lambda; ``provider_rules`` is its data, generated from gitleaks' rule set). An OTLP decoder for ``POST /v1/traces``
 belongs beside ``events``. Names resolve lazily (``models.ops`` imports ``redact`` from here).
 """
 
@@ -21,6 +22,13 @@ __all__, __getattr__ = lazy_exports(
             "observe",
             "summarize",
         ),
-        "redact": ("REDACTED", "redact"),
+        "redact": (
+            "LABEL_REDACTED",
+            "REDACTED",
+            "is_secret_key",
+            "redact",
+            "redact_attribute",
+            "redact_label",
+        ),
     },
 )

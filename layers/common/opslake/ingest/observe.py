@@ -93,12 +93,12 @@ def build_record(
         fields["error_type"] = error_code or f"http_{status}"
         fields["error"] = error_message or f"HTTP {status}"
     try:
-        op = OpInput.model_validate(fields)
+        op = OpInput.server_record(fields)
     except ValueError:
         # A bad optional header must not cost the record: drop what the agent supplied.
         for name in ("session_id", "trace_id", "task_class"):
             fields[name] = None
-        op = OpInput.model_validate(fields)
+        op = OpInput.server_record(fields)
     return op.to_queued(reporter_id=reporter_id, received_at=started_at)
 
 

@@ -23,11 +23,12 @@ from pydantic import (
     Field,
     StrictBool,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from opslake.ingest.redact import redact
+from opslake.ingest.redact import LABEL_REDACTED, redact, redact_attribute, redact_label
 from opslake.models.ids import new_ulid
 
 # ---- limits (documented in the README; tests assert each one) -------------------------------
@@ -41,6 +42,21 @@ MAX_RECORD_BYTES = 64 * 1024
 MAX_FUTURE_SKEW = timedelta(hours=24)
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0
 TRUNCATION_MARK = "…[truncated]"
+# Text is cut to this many times its limit before redaction (bounded work per field); the cut
+# is far enough past the limit that what is kept was redacted with its context.
+PRE_REDACTION_FACTOR = 2
+
+# Claims only the server makes: ``event_kind`` "log" is written by ``POST /log`` and ``source``
+# "llm" by the jobs' own model-call records; a client's op may not claim either.
+RESERVED_EVENT_KINDS = frozenset({"log"})
+RESERVED_SOURCES = frozenset({"llm"})
+SERVER_CONTEXT = {"server": True}  # validation context of records the server itself builds
+# Ids and labels redacted on ingest (a secret inside is replaced by "[REDACTED]", which the id
+# rule allows; reporter_id is the server's own).
+ID_FIELDS = (
+    "op_id", "endpoint", "source", "agent_id", "session_id", "trace_id", "error_type", "sig_hash",
+    "event_kind", "task_class",
+)  # fmt: skip
 
 # Text fields and their limits: redacted, then truncated (with ``truncated`` set) on ingest.
 TEXT_LIMITS: dict[str, int] = {
@@ -75,6 +91,40 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     if len(text) <= limit:
         return text, False
     return text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK, True
+
+
+def redact_truncate(text: str, limit: int) -> tuple[str, bool]:
+    """Redact, then cut to ``limit``. Only the first ``PRE_REDACTION_FACTOR * limit`` characters
+    are scanned, so the work per field is bounded whatever a client sends."""
+    head = text[: limit * PRE_REDACTION_FACTOR]
+    cleaned, cut = truncate(redact(head), limit)
+    return cleaned, cut or len(head) < len(text)
+
+
+def redact_id(value: str) -> str:
+    """An id or label with its secret parts replaced; still a valid :data:`Id`."""
+    cleaned = redact_label(value)
+    if cleaned == value:
+        return value
+    return cleaned[:MAX_ID_CHARS].rstrip() or LABEL_REDACTED
+
+
+def redact_attributes(attributes: dict[str, str]) -> tuple[dict[str, str], bool]:
+    """Keys and values redacted: a value whole under a secret-named key; a key with a secret in it
+    gets ``REDACTED`` in its place (numbered if two keys end up the same)."""
+    out: dict[str, str] = {}
+    cut = False
+    for key, text in attributes.items():
+        value = redact_attribute(key, text[: MAX_ATTRIBUTE_VALUE_CHARS * PRE_REDACTION_FACTOR])
+        value, was_cut = truncate(value, MAX_ATTRIBUTE_VALUE_CHARS)
+        cut = cut or was_cut or len(text) > MAX_ATTRIBUTE_VALUE_CHARS * PRE_REDACTION_FACTOR
+        name = redact_label(key, marker=LABEL_REDACTED)[:MAX_ATTRIBUTE_KEY_CHARS]
+        if name != key:
+            base, number = name[: MAX_ATTRIBUTE_KEY_CHARS - 4], 2
+            while name in out or name in attributes:
+                name, number = f"{base}.{number}", number + 1
+        out[name] = value
+    return out, cut
 
 
 class _OpCore(BaseModel):
@@ -168,6 +218,12 @@ class OpInput(_OpCore):
     correction: str | None = None
     attributes: dict[AttributeKey, AttributeValue] = Field(default_factory=dict)
 
+    @classmethod
+    def server_record(cls, data: dict[str, Any]) -> OpInput:
+        """An op the server itself builds (``POST /log``, the observation middleware): the same
+        contract, but the reserved claims (``event_kind`` "log", ``source`` "llm") are allowed."""
+        return cls.model_validate(data, context=SERVER_CONTEXT)
+
     @model_validator(mode="before")
     @classmethod
     def _server_fields(cls, data: Any) -> Any:
@@ -176,6 +232,26 @@ class OpInput(_OpCore):
                 if name in data:
                     raise ValueError(f"{name} is set by the server and must not be sent")
         return data
+
+    @field_validator("event_kind")
+    @classmethod
+    def _reserved_event_kind(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and value.lower() in RESERVED_EVENT_KINDS and not _is_server(info):
+            raise ValueError(
+                f'event_kind "{value}" is reserved for records opslake writes itself (POST /log '
+                "writes log records); report a lesson with POST /log or use another event_kind"
+            )
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _reserved_source(cls, value: str, info: ValidationInfo) -> str:
+        if value.lower() in RESERVED_SOURCES and not _is_server(info):
+            raise ValueError(
+                f'source "{value}" is reserved for the model-call records opslake\'s jobs write; '
+                'use another source (e.g. "runtime")'
+            )
+        return value
 
     @field_validator("attributes")
     @classmethod
@@ -195,23 +271,28 @@ class OpInput(_OpCore):
         for name, limit in TEXT_LIMITS.items():
             value = getattr(self, name)
             if value is not None:
-                value, was_cut = truncate(redact(value), limit)
+                value, was_cut = redact_truncate(value, limit)
                 cut = cut or was_cut
             texts[name] = value
-        attributes: dict[str, str] = {}
-        for key, raw in self.attributes.items():
-            text = str(raw).lower() if isinstance(raw, bool) else str(raw)
-            attributes[key], was_cut = truncate(redact(text), MAX_ATTRIBUTE_VALUE_CHARS)
-            cut = cut or was_cut
+        attributes, attributes_cut = redact_attributes(
+            {
+                key: str(raw).lower() if isinstance(raw, bool) else str(raw)
+                for key, raw in self.attributes.items()
+            }
+        )
+        ids = {
+            "op_id": self.op_id or new_ulid(int(received_at.timestamp() * 1000)),
+            "agent_id": self.agent_id or reporter_id,
+            **{name: getattr(self, name) for name in ID_FIELDS if name not in ("op_id", "agent_id")},
+        }
         queued = QueuedOp(
-            **self.model_dump(exclude={"op_id", "ts", "agent_id", "attributes", *TEXT_LIMITS}),
+            **self.model_dump(exclude={"ts", "attributes", *ID_FIELDS, *TEXT_LIMITS}),
             **texts,
-            op_id=self.op_id or new_ulid(int(received_at.timestamp() * 1000)),
+            **{name: None if value is None else redact_id(value) for name, value in ids.items()},
             ts=ts,
-            agent_id=self.agent_id or reporter_id,
             reporter_id=reporter_id,
             attributes=attributes,
-            truncated=cut,
+            truncated=cut or attributes_cut,
         )
         size = len(queued.to_message().encode())
         if size > MAX_RECORD_BYTES:
@@ -220,6 +301,10 @@ class OpInput(_OpCore):
                 "(shorten attributes or summaries)"
             )
         return queued
+
+
+def _is_server(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and bool(info.context.get("server"))
 
 
 def now_utc() -> datetime:
