@@ -7,6 +7,11 @@ tables, the Athena workgroup and named queries, and an API key bound to the stac
 Handlers then run in this process with the same environment variables the template gives them in
 Lambda, plus :func:`LocalStack.local_environment` (queries go to the embedded engine).
 
+moto keeps everything in memory. With a ``data_dir`` (``opslake local up`` passes
+``.opslake/data/``) the lake, the queues and the API keys are checkpointed there every few seconds
+while no function runs, and on stop, and restored at the next start (:mod:`opslake_local.persist`);
+without one (tests, the demo, ``opslake invoke``'s ephemeral stack) a stop loses everything.
+
 The API-key helpers (:func:`create_plan_key`, :func:`plan_keys`, :func:`revoke_plan_keys`) work on
 any API Gateway client, moto's or AWS's: ``opslake keys`` uses them for both.
 """
@@ -18,6 +23,8 @@ import logging
 import os
 import secrets
 import socket
+import threading
+import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +36,14 @@ from moto.server import ThreadedMotoServer
 
 from opslake_local.dataset import load_dataset
 from opslake_local.invoke import Invoker, import_cold, reset_shared_caches
+from opslake_local.persist import (
+    DEFAULT_CHECKPOINT_S,
+    QUIESCE_WAIT_S,
+    Checkpoint,
+    LocalData,
+    QuiesceGate,
+    Restored,
+)
 from opslake_local.template import Template, TemplateError, find_template
 
 log = logging.getLogger(__name__)
@@ -42,6 +57,9 @@ _ATHENA_CONFIG_KEYS = (
     "ResultConfiguration", "EnforceWorkGroupConfiguration", "PublishCloudWatchMetricsEnabled",
     "BytesScannedCutoffPerQuery", "RequesterPaysEnabled",
 )  # fmt: skip
+#: A quiet stack still checkpoints this often: keys made by ``opslake keys`` in another process
+#: and objects put from outside are not invocations of this stack's functions.
+CHECKPOINT_ANYWAY_S = 30.0
 
 
 def free_port() -> int:
@@ -83,10 +101,12 @@ class ApiKey:
     value: str
 
 
-def create_plan_key(apigateway: Any, usage_plan_id: str, name: str, value: str | None = None) -> ApiKey:
-    """A new enabled API key named ``name`` (the reporter identity), bound to the usage plan."""
+def create_plan_key(
+    apigateway: Any, usage_plan_id: str, name: str, value: str | None = None, *, enabled: bool = True
+) -> ApiKey:
+    """A new API key named ``name`` (the reporter identity), bound to the usage plan."""
     value = value or secrets.token_urlsafe(30)[:40]
-    key = apigateway.create_api_key(name=name, enabled=True, value=value)
+    key = apigateway.create_api_key(name=name, enabled=enabled, value=value)
     apigateway.create_usage_plan_key(usagePlanId=usage_plan_id, keyId=key["id"], keyType="API_KEY")
     return ApiKey(id=key["id"], name=name, value=value)
 
@@ -124,6 +144,19 @@ def revoke_plan_keys(apigateway: Any, usage_plan_id: str, name: str) -> list[str
     return revoked
 
 
+class _GatedInvoker(Invoker):
+    """An invoker whose invocations share the stack's :class:`QuiesceGate`, so that a checkpoint
+    sees no function half-way (a writer batch, a compaction step, an ingest's queue send)."""
+
+    def __init__(self, template: Template, *, env_overrides: Mapping[str, str], gate: QuiesceGate) -> None:
+        super().__init__(template, env_overrides=env_overrides)
+        self._gate = gate
+
+    def invoke(self, logical_id: str, event: Mapping[str, Any]) -> Any:
+        with self._gate.shared():
+            return super().invoke(logical_id, event)
+
+
 class LocalStack:
     """moto server + resources from template.yaml; a context manager.
 
@@ -140,6 +173,8 @@ class LocalStack:
         parameters: Mapping[str, str] | None = None,
         env_overrides: Mapping[str, str] | None = None,
         key_name: str = DEFAULT_KEY_NAME,
+        data_dir: Path | None = None,
+        checkpoint_s: float = DEFAULT_CHECKPOINT_S,
     ) -> None:
         self.template = Template(template_path or find_template(), parameters=parameters)
         self.port = port or free_port()
@@ -152,10 +187,23 @@ class LocalStack:
         self.environment: dict[str, str] = {}
         self._server: ThreadedMotoServer | None = None
         self._saved_env: dict[str, str | None] = {}
+        self.data_dir = data_dir
+        self.checkpoint_s = checkpoint_s
+        self.gate = QuiesceGate()
+        self.restored: Restored | None = None  # what the last start restored from data_dir
+        self.last_checkpoint: Checkpoint | None = None
+        self._data: LocalData | None = None
+        self._started = False  # only a stack that started whole may overwrite its checkpoint
+        self._checkpointer: threading.Thread | None = None
+        self._stop_checkpoints = threading.Event()
+        self._saved_key_ids: set[str] = set()  # the usage plan's keys at the last checkpoint
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> LocalStack:
-        """Start moto, point boto3 at it and provision every resource the template declares."""
+        """Start moto, point boto3 at it, provision every resource the template declares, and put
+        back what ``data_dir`` holds (then checkpoint there every ``checkpoint_s`` seconds)."""
+        if self.data_dir is not None:
+            self._data = LocalData(self.data_dir).open()  # first: a second stack fails before moto starts
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
@@ -165,16 +213,40 @@ class LocalStack:
                 urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"), timeout=10
             ).close()
             self._apply_env(self._aws_env())
-            self.provision()
+            manifest = self._data.manifest() if self._data else None
+            self.provision(saved_keys=manifest["keys"] if manifest else None)
             self._apply_env({**self.function_environment(), **self.local_environment(), **self.env_overrides})
             load_dataset(self.client("s3"), self.bucket)  # the sample tables the gateway tools read
+            if self._data is not None:
+                self.restored = self._data.restore(self.client, queues=self._queue_urls(), region=self.region)
         except BaseException:
-            self.stop()
+            self.stop(checkpoint=False)
             raise
+        self._started = True
+        if self._data is not None:
+            self._saved_key_ids = self._plan_key_ids()
+            self._stop_checkpoints.clear()
+            self._checkpointer = threading.Thread(
+                target=self._checkpoint_loop, name="opslake-checkpoints", daemon=True
+            )
+            self._checkpointer.start()
         return self
 
-    def stop(self) -> None:
-        """Stop moto and restore the process environment as it was before ``start``."""
+    def stop(self, *, checkpoint: bool = True) -> None:
+        """Checkpoint (with a ``data_dir``; ``checkpoint=False`` is a crash, for tests), stop moto
+        and restore the process environment as it was before ``start``."""
+        if self._checkpointer is not None:
+            self._stop_checkpoints.set()
+            self._checkpointer.join(timeout=60)
+            self._checkpointer = None
+        if self._data is not None:
+            try:
+                if checkpoint and self._started and self._server is not None:
+                    self.checkpoint(wait_s=None)
+            finally:
+                self._data.close()
+                self._data = None
+        self._started = False
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -185,6 +257,60 @@ class LocalStack:
                 os.environ[name] = value
         self._saved_env.clear()
         reset_shared_caches()  # settings cached from this stack's environment must not outlive it
+
+    # -- persistence --------------------------------------------------------------------------
+    def checkpoint(self, *, wait_s: float | None = QUIESCE_WAIT_S) -> Checkpoint | None:
+        """Save the lake, queues and keys to ``data_dir`` once no function runs (waiting up to
+        ``wait_s``; None: as long as it takes). None when there is no ``data_dir`` or the stack
+        stayed busy (the next checkpoint tries again)."""
+        if self._data is None or not self._started:
+            return None
+        with self.gate.exclusive(wait_s) as quiet:
+            if not quiet:
+                return None
+            self.gate.changes = 0
+            self._saved_key_ids = self._plan_key_ids()
+            self.last_checkpoint = self._data.checkpoint(
+                self.client,
+                buckets=[str(self.template.ref(b)) for b in self.template.buckets()],
+                databases=[str(d["Name"]) for d in self.template.glue_databases().values()],
+                queues=self._queue_urls(),
+                region=self.region,
+                usage_plan_id=self.usage_plan_id,
+            )
+        return self.last_checkpoint
+
+    def _checkpoint_loop(self) -> None:
+        """Checkpoint after invocations or a change of the keys (``opslake keys`` runs in another
+        process: a revoked key must not come back after a crash), at most every ``checkpoint_s``;
+        when quiet, now and then."""
+        last = time.monotonic()
+        while not self._stop_checkpoints.wait(self.checkpoint_s):
+            quiet = not self.gate.changes and time.monotonic() - last < CHECKPOINT_ANYWAY_S
+            try:
+                if quiet and self._plan_key_ids() == self._saved_key_ids:
+                    continue
+            except Exception:
+                log.exception("cannot list the local stack's keys")
+            try:
+                if self.checkpoint() is not None:
+                    last = time.monotonic()
+            except Exception:  # a failed checkpoint keeps the previous one; say so and go on
+                log.exception("checkpoint of the local stack to %s failed", self.data_dir)
+
+    def _plan_key_ids(self) -> set[str]:
+        """The ids of the keys bound to the usage plan (a revoked key is unbound)."""
+        if self.usage_plan_id is None:
+            return set()
+        pages = (
+            self.client("apigateway")
+            .get_paginator("get_usage_plan_keys")
+            .paginate(usagePlanId=self.usage_plan_id)
+        )
+        return {str(item["id"]) for page in pages for item in page.get("items", [])}
+
+    def _queue_urls(self) -> dict[str, str]:
+        return {q.logical_id: self.queue_url(q.logical_id) for q in self.template.queues()}
 
     def __enter__(self) -> LocalStack:
         return self.start()
@@ -252,14 +378,28 @@ class LocalStack:
             aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         )
 
-    def provision(self) -> None:
-        """Create every supported resource from the template, in dependency order."""
+    def provision(self, *, saved_keys: list[dict[str, Any]] | None = None) -> None:
+        """Create every supported resource from the template, in dependency order, and the API
+        keys: ``saved_keys`` (name, value, enabled) as they were, else a new ``key_name`` key."""
         self._provision_buckets()
         self._provision_queues()
         self._provision_glue()
         self._provision_athena()
         self._provision_named_queries()
-        self.api_key = self.create_api_key(self.key_name)
+        self._provision_keys(saved_keys or [])
+
+    def _provision_keys(self, saved: list[dict[str, Any]]) -> None:
+        """Re-create saved keys with their values (ids change; a key's name, the reporter_id, and
+        its value do not); the stack's own key is the saved one of that name, or a new one."""
+        apigateway = self.client("apigateway")
+        for item in saved:
+            key = create_plan_key(
+                apigateway, self.usage_plan(), item["name"], item["value"], enabled=bool(item["enabled"])
+            )
+            if key.name == self.key_name and item["enabled"] and self.api_key is None:
+                self.api_key = key
+        if self.api_key is None:
+            self.api_key = self.create_api_key(self.key_name)
 
     def _provision_buckets(self) -> None:
         """Buckets with the encryption, public access block, versioning and policy declared."""
@@ -352,7 +492,9 @@ class LocalStack:
 
     def create_api_key(self, name: str) -> ApiKey:
         """A new enabled API key bound to the stack's usage plan (like an agent's)."""
-        return create_plan_key(self.client("apigateway"), self.usage_plan(), name)
+        key = create_plan_key(self.client("apigateway"), self.usage_plan(), name)
+        self.gate.changes += 1  # kept at the next checkpoint
+        return key
 
     def _usage_plan_limits(self) -> dict[str, Any]:
         """Throttle/quota from the first template API that declares a usage plan (not enforced)."""
@@ -378,7 +520,7 @@ class LocalStack:
     # -- convenience --------------------------------------------------------------------------
     def invoker(self) -> Invoker:
         """An invoker for this stack's functions (a fresh one is a fresh cold start)."""
-        return Invoker(self.template, env_overrides=self.env_overrides)
+        return _GatedInvoker(self.template, env_overrides=self.env_overrides, gate=self.gate)
 
     @property
     def bucket(self) -> str:
@@ -406,5 +548,6 @@ class LocalStack:
             "api_key": self.api_key.value if self.api_key else None,
             "api_key_name": self.api_key.name if self.api_key else None,
             "usage_plan_id": self.usage_plan_id,
+            "data_dir": str(self.data_dir) if self.data_dir is not None else None,
             "environment": {k: v for k, v in self.environment.items() if not k.startswith("AWS_SECRET")},
         }

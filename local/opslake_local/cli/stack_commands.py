@@ -9,23 +9,30 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opslake_local.cli.target import (
     CliError,
     Commands,
+    data_path,
     require_stack,
     running_stack,
     stack_environment,
     state_path,
 )
 
+if TYPE_CHECKING:
+    from opslake_local.stack import LocalStack
+
 
 # ---- local up -----------------------------------------------------------------------------------
 def cmd_local_up(args: argparse.Namespace) -> int:
-    """Run stack + API + drainer in the foreground until Ctrl-C."""
+    """Run stack + API + drainer in the foreground until Ctrl-C; the lake, queues and keys are
+    restored from the data directory and kept there (unless ``--ephemeral``)."""
     from opslake_local.drain import BackgroundDrainer, Drainer, DrainResult
     from opslake_local.http import LocalApi
     from opslake_local.schedule import Run, Scheduler
@@ -33,7 +40,10 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     from opslake_local.template import find_template
 
     template = find_template(args.template)
-    with LocalStack(template, port=args.moto_port) as stack:
+    data_dir = None if args.ephemeral else data_path(template, args.data_dir)
+    if data_dir is None:
+        print(EPHEMERAL_WARNING, file=sys.stderr, flush=True)
+    with _started(LocalStack(template, port=args.moto_port, data_dir=data_dir)) as stack:
         invoker = stack.invoker()
         api = LocalApi(stack, invoker, access_log=True)
         base_url = api.start(args.port)
@@ -60,16 +70,20 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         print(f"  API key      {stack.api_key.value if stack.api_key else '-'}   (name {stack.key_name})")
         print(f"  moto         {stack.endpoint}   (AWS_ENDPOINT_URL for boto3 / aws CLI)")
         print(f"  bucket       {stack.bucket}")
+        print(f"  data         {describe_data(stack)}")
         jobs = (
             ", ".join(f"{s.function} {s.expression.text}" for s in scheduler.schedules)
             or "none in the template"
         )
         print(f"  schedules    {jobs}")
         print(f"  state file   {path}")
-        print("Ctrl-C to stop.", flush=True)
         stopped = threading.Event()
+        # Before saying how to stop: a Ctrl-C right after the message must stop cleanly (checkpoint).
         for signum in (signal.SIGINT, signal.SIGTERM):  # explicit: SIGINT may be ignored when backgrounded
             signal.signal(signum, lambda *_: stopped.set())
+        if data_dir is None:
+            print(EPHEMERAL_WARNING)
+        print("Ctrl-C to stop.", flush=True)
         try:
             while not stopped.wait(0.5):
                 pass
@@ -85,6 +99,40 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _started(stack: LocalStack) -> Iterator[LocalStack]:
+    """The stack started (a data directory it cannot use is a usage error), stopped on the way out."""
+    from opslake_local.persist import PersistenceError
+
+    try:
+        stack.start()
+    except PersistenceError as exc:
+        raise CliError(str(exc), 2) from exc
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+EPHEMERAL_WARNING = (
+    "WARNING: --ephemeral: the lake, the queues and the API keys live only in this process's "
+    "memory; stopping the stack loses all of them."
+)
+
+
+def describe_data(stack: LocalStack) -> str:
+    """Where the stack keeps its data, and what its start restored from there."""
+    if stack.data_dir is None:
+        return "in memory only (--ephemeral): a stop loses the lake, queues and keys"
+    restored = stack.restored
+    if restored is None or restored.saved_at is None:
+        return f"{stack.data_dir}   (new: kept across restarts; checkpointed every {stack.checkpoint_s:g} s and on stop)"
+    return (
+        f"{stack.data_dir}   (restored {restored.objects} objects, {restored.partitions} partitions, "
+        f"{restored.messages} queued messages and {len(restored.keys)} keys saved {restored.saved_at})"
+    )
+
+
 def add_local(commands: Commands) -> None:
     local = commands.add_parser("local", help="the local stack").add_subparsers(
         dest="local_command", required=True
@@ -93,6 +141,16 @@ def add_local(commands: Commands) -> None:
     up.add_argument("--port", type=int, default=3700, help="local API port (default 3700)")
     up.add_argument("--moto-port", type=int, default=None, help="moto server port (default: a free one)")
     up.add_argument("--poll", type=float, default=1.0, help="seconds between queue polls when idle")
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the lake, queues and API keys are kept between runs (default .opslake/data next "
+        "to template.yaml)",
+    )
+    up.add_argument(
+        "--ephemeral", action="store_true", help="keep nothing: a stop loses the lake, queues and keys"
+    )
     up.set_defaults(func=cmd_local_up)
 
 
@@ -145,7 +203,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
             with stack_environment(state):
                 result = Invoker(template).invoke(args.function, event_for(template))
         else:
-            print("(no local stack running: starting an ephemeral one)", file=sys.stderr)
+            print("(no local stack running: starting an ephemeral one; it keeps nothing)", file=sys.stderr)
             with LocalStack(template_path) as stack:
                 result = stack.invoker().invoke(args.function, event_for(stack.template))
     except FunctionError as exc:

@@ -22,6 +22,8 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 STATE_FILE = Path(".opslake/local.json")
 STATE_ENV = "OPSLAKE_LOCAL_STATE"
+#: Where ``opslake local up`` keeps the lake, queues and API keys between runs (next to template.yaml).
+DATA_DIR = Path(".opslake/data")
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 DEFAULT_STACK_NAME = "opslake"
 #: How long a stack that accepts connections may take to answer before it counts as gone: a busy
@@ -44,6 +46,11 @@ def state_path(template: Path, override: Path | None = None) -> Path:
     if os.environ.get(STATE_ENV):
         return Path(os.environ[STATE_ENV])
     return template.parent / STATE_FILE
+
+
+def data_path(template: Path, override: Path | None = None) -> Path:
+    """``--data-dir``, else .opslake/data/ next to template.yaml (git-ignored with all of .opslake/)."""
+    return override if override is not None else template.parent / DATA_DIR
 
 
 def _moto_alive(endpoint: str, patience_s: float = LIVENESS_PATIENCE_S) -> bool:
