@@ -1,0 +1,515 @@
+"""The lesson fence: what free text may become part of a served playbook entry, checked by shape.
+
+A served entry is built from validated parts (routes that exist, table and column names from the
+catalog, request fields, numbers, error codes) plus bounded free text that passes a *positive*
+check (:func:`lesson_refusal`), in this order, on the text as it arrived (nothing is cleaned
+before it is checked, so cleaning can never make a text acceptable):
+
+1. bounded: at most :data:`MAX_FREE_TEXT_CHARS` characters;
+2. no control or invisible characters, no markup (HTML tags, markdown links, code, headings);
+3. then, on its NFKC (compatibility) form, casefolded and with every confusable character replaced
+   by the ASCII letter it imitates (Unicode's confusables.txt, via ``confusable_homoglyphs``):
+   nothing addressed to a model, AI, assistant, LLM or agent reading it; no instruction about a
+   reader's rules, identity or authority; no secret, and no mention of keys, credentials, tokens
+   or header values; no network location (URLs, domains, IPs, ``host:port``, defanged forms such
+   as ``hxxp``, ``[.]``, ``(dot)``, ``[:]``);
+4. only a restricted alphabet (ASCII letters, digits, a small punctuation set): a confusable
+   letter from another script is refused, a full-width one is read as the ASCII letter it is;
+5. English: most words are in :data:`english_words` (48k words from wordfreq, see
+   data/english_words.txt) or are validated identifiers;
+6. for an action (``grounded=True``): it names at least one validated part.
+
+:func:`instruction_refusal` is the part of step 3 that evidence and prompt text must pass (text
+written *to* a reader, asking for credentials, or claiming authority); agent text that fails it is
+withheld from prompts (:func:`prompt_text`), which also masks network locations.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+from opslake.ingest.redact import REDACTED, redact
+
+MAX_FREE_TEXT_CHARS = 300
+MIN_ENGLISH_SHARE = 0.7  # of the words (two letters or more) of a text of MIN_WORDS_JUDGED words or more
+MIN_WORDS_JUDGED = 3
+ELLIPSIS = "…"
+WITHHELD = "[withheld: {reason}]"
+LOCATION = "<location>"
+
+#: The gateway's routes (template.yaml; a unit test keeps the two equal).
+GATEWAY_ROUTES = (
+    "/events", "/health", "/log", "/match", "/model", "/playbooks", "/profile/{agent_id}", "/sql",
+    "/stats", "/tables", "/tables/{name}", "/worker/{id}",
+)  # fmt: skip
+#: The catalog's sample tables and their columns (template.yaml's Glue tables; a unit test checks).
+CATALOG = {
+    "workers": (
+        "worker_id", "name", "role", "city", "state", "skills", "certifications", "availability",
+        "years_experience", "rating", "hourly_rate",
+    ),
+    "placements": (
+        "placement_id", "worker_id", "client", "role", "city", "state", "start_date", "end_date", "status",
+    ),
+}  # fmt: skip
+#: Request fields of the tools' schemas (``POST /match``, ``POST /sql``, ``POST /log``, ``/events``).
+TOOL_FIELDS = (
+    "role", "state", "city", "need", "count", "skills", "certifications", "availability",
+    "min_rating", "max_rate", "sql", "limit", "operation", "approach", "result", "context",
+    "task_class", "endpoint", "hours", "ops",
+)  # fmt: skip
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+#: The normalizer's placeholders (``<num>``, ``<str>``, shown as ``{num}``) and route parameters.
+PLACEHOLDERS = (
+    "num", "str", "id", "hex", "url", "email", "arn", "path", "uuid", "ts", "date", "time", "ip", "ulid",
+    "name", "agent_id",
+)  # fmt: skip
+
+# Characters a served text may hold after NFKC (and the typographic ones read as ASCII).
+_ALLOWED = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \t\n\r.,;:'\"()[]{}/?&=+-_*%<>|!$"
+)
+_TYPOGRAPHIC = str.maketrans(
+    {"‘": "'", "’": "'", "‚": "'", "“": '"', "”": '"', "„": '"', "–": "-", "—": "-", "…": "..."}
+)
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+_HTML_TAG = re.compile(r"<\s*/?\s*[a-zA-Z!?][^<>]{0,200}>")
+_PLACEHOLDER_TAG = re.compile(rf"<(?:{'|'.join(PLACEHOLDERS)})>")  # the normalizer's, not markup
+_MARKDOWN = re.compile(
+    r"!?\[[^\]\n]*\]\s*[\[(]|```|`[^`\n]+`|^\s{0,3}#{1,6}\s|^\s*>\s|\*\*[^*\n]+\*\*|__[^_\n]+__", re.M
+)
+_WORD = re.compile(r"[a-z][a-z0-9_]*")
+_LETTERS = re.compile(r"[a-z]+")
+_PATH = re.compile(r"(?<![\w/])/[A-Za-z0-9_{}:.\-]+(?:/[A-Za-z0-9_{}:.\-]*)*")
+
+
+# ---- normalization ------------------------------------------------------------------------------
+@cache
+def _confusables() -> dict[str, str]:
+    """Non-ASCII character → the ASCII text it imitates (Unicode confusables.txt, as shipped by
+    ``confusable_homoglyphs``; characters with no ASCII look-alike are left out)."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    mapping: dict[str, str] = {}
+    for char, glyphs in confusables_data.items():
+        if len(char) != 1 or char.isascii():
+            continue
+        ascii_glyphs = [g["c"] for g in glyphs if g["c"].isascii() and g["c"].strip()]
+        if ascii_glyphs:
+            mapping[char] = ascii_glyphs[0]
+    return mapping
+
+
+def compatible(text: str) -> str:
+    """NFKC (full-width, ligatures, mathematical letters → their plain form) and typographic
+    quotes and dashes as ASCII: the form a served text is stored in."""
+    return unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC)
+
+
+def skeleton(text: str) -> str:
+    """The text as a reader sees it: NFKC, casefolded, every confusable character replaced by the
+    ASCII it imitates (Cyrillic і → i, Greek ο → o). Checks run on this form."""
+    mapping = _confusables()
+    folded = compatible(text).casefold()
+    return unicodedata.normalize("NFKC", "".join(mapping.get(ch, ch) for ch in folded)).casefold()
+
+
+# ---- validated parts ----------------------------------------------------------------------------
+def _route_pattern(route: str) -> re.Pattern[str]:
+    parts = [r"[^/\s]+" if p.startswith("{") else re.escape(p) for p in route.strip("/").split("/")]
+    return re.compile("/" + "/".join(parts) + "$", re.I)
+
+
+@dataclass(frozen=True)
+class KnownNames:
+    """The validated parts an entry may name: routes and endpoints, identifiers (tables, columns,
+    request fields, error codes), all compared case-insensitively."""
+
+    routes: frozenset[str] = frozenset()
+    identifiers: frozenset[str] = frozenset()
+    _patterns: tuple[re.Pattern[str], ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def of(cls, routes: Iterable[str] = (), identifiers: Iterable[str] = ()) -> KnownNames:
+        kept_routes = frozenset(r for r in routes if endpoint_refusal(r) is None)
+        return cls(
+            kept_routes,
+            frozenset(i.lower() for i in identifiers if _is_identifier(i)),
+            tuple(_route_pattern(r) for r in sorted(kept_routes) if r.startswith("/")),
+        )
+
+    def extended(self, routes: Iterable[str] = (), identifiers: Iterable[str] = ()) -> KnownNames:
+        """These names plus more (e.g. the endpoint a group is about, once it passed
+        :func:`endpoint_refusal`; tables and columns read from the catalog)."""
+        return KnownNames.of([*self.routes, *routes], [*self.identifiers, *identifiers])
+
+    def names_route(self, path: str) -> bool:
+        return path in self.routes or any(p.match(path.rstrip("/.,;:)")) for p in self._patterns)
+
+    def knows(self, word: str) -> bool:
+        return word.lower() in self.identifiers or word.lower() in self.routes
+
+
+def _is_identifier(name: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name))
+
+
+@cache
+def default_known() -> KnownNames:
+    """The gateway's routes, the catalog's tables and columns, the tools' fields, the error codes
+    the heuristic diagnoser knows, and the normalizer's placeholders."""
+    from opslake.analysis.heuristics import ERROR_CODES
+
+    identifiers = [*CATALOG, *(c for cols in CATALOG.values() for c in cols), *TOOL_FIELDS, *ERROR_CODES]
+    return KnownNames.of(GATEWAY_ROUTES, [*identifiers, *PLACEHOLDERS])
+
+
+@cache
+def english_words() -> frozenset[str]:
+    """The English vocabulary (data/english_words.txt: provenance in its header)."""
+    text = resources.files("opslake.analysis").joinpath("data/english_words.txt").read_text("utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+# ---- refusals on the skeleton -------------------------------------------------------------------
+def _patterns(*pairs: tuple[str, str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((name, re.compile(pattern, re.I | re.M)) for name, pattern in pairs)
+
+
+_READER = r"(?:models?|agents?|bots?|readers?|assistants?|ais?|llms?|systems?|you)"
+_ADDRESSED = _patterns(
+    (
+        "names an AI, assistant or LLM",
+        r"\b(?:ais?|a\.i\.?|assistants?|llms?|chat\s?bots?|chat\s?gpt|gpt[\s-]?\d\w*|claude|gemini"
+        r"|copilot|language\s+models?|ml\s+models?)\b",
+    ),
+    (
+        "addressed to its reader",
+        rf"\b{_READER}\b(?:\s+\w+){{0,3}}?\s+(?:reading|processing|parsing|seeing|receiving|ingesting"
+        r"|consuming|(?:that|who|which)\s+reads?)\s+(?:this|these|that|the\s+following|it|me|my|our)\b"
+        rf"|\b(?:note|message|notice|attention|reminder|instructions?|memo|warning|psst|fyi|hint)s?\s*"
+        rf"(?:to|for)\s+(?:the\s+|any\s+|all\s+|every\s+|each\s+)?{_READER}\b"
+        rf"|\b(?:dear|hey|hello|hi|attention|listen|yo)\b\s*,?\s+(?:the\s+)?{_READER}\b"
+        rf"|\bif\s+you\s+are\s+(?:an?\s+)?{_READER}\b|^\s*{_READER}\s*[:,]",
+    ),
+)
+# The old keyword filter's patterns, kept: they name the reason precisely where they apply.
+_INSTRUCTIONS = _patterns(
+    (
+        "ignore instructions",
+        r"\b(?:ignore|forget|override|bypass)\b.{0,40}\b(?:instructions?|rules|prompts?|guidelines"
+        r"|directives|guardrails|safety)\b",
+    ),
+    ("disregard", r"\bdisregard\b"),
+    ("system prompt", r"\b(?:system|developer|hidden|initial)\s+(?:prompt|message|instructions?)\b"),
+    ("new instructions", r"\bnew\s+(?:instructions?|rules)\b|\bfrom\s+now\s+on\b"),
+    ("identity change", r"\byou\s+are\s+now\b|\bact\s+as\s+(?:an?|the|if|my)\b|\bpretend\s+(?:to|you)\b"),
+    ("role-play", r"\brole[\s-]?play|\bjail\s?break|\bdan\b(?=\W*$|\s+mode)|\bdeveloper\s+mode\b"),
+    (
+        "concealment",
+        r"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|mention|reveal)\b.{0,20}\b(?:user|human"
+        r"|operator|anyone)\b|\bwithout\s+telling\b|\bkeep\s+(?:this|it)\s+(?:a\s+)?secret\b",
+    ),
+    ("prompt disclosure", r"\b(?:reveal|print|show|repeat|leak)\b.{0,30}\b(?:prompt|instructions)\b"),
+    (
+        "exfiltration",
+        r"\b(?:send|upload|forward|email|leak|exfiltrate)\b.{0,40}\b(?:credentials?"
+        r"|secrets?|passwords?|api[\s_-]?keys?|tokens?|private\s+keys?)\b",
+    ),
+    (
+        "role marker",
+        r"(?:^|\n)\s*(?:system|assistant|developer|user)\s*:|<\|[a-z_]+\|>|\[/?inst\]"
+        r"|<<\s*/?sys\s*>>|###\s*(?:instruction|system)",
+    ),
+    (
+        "claims authority",
+        r"\b(?:operators?|admin(?:istrator)?s?|owners?|developers?|users?|managers?|security\s+team"
+        r"|supervisors?|maintainers?)\b.{0,40}\b(?:approved|authori[sz]ed|permitted|granted|ordered"
+        r"|instructed)\b"
+        r"|\b(?:is|are|am)\s+(?:now\s+)?(?:an?\s+|the\s+)?(?:admin(?:istrator)?|root|superuser|sudoer)\b"
+        r"|\b(?:obey|comply\s+with|unrestricted|without\s+restrictions?|no\s+restrictions?)\b",
+    ),
+    (
+        "asks to skip safeguards",
+        r"\b(?:skip|skipping|disable|disabling|turn(?:ing)?\s+off|bypass\w*|circumvent\w*|ignor\w*"
+        r"|suspend\w*)\b.{0,30}\b(?:safety|security|guardrails?|safeguards?|moderation|approvals?"
+        r"|restrictions?|polic(?:y|ies)|protections?)\b",
+    ),
+)
+_SECRET_NOUN = (
+    r"(?:x[\s_-]?api[\s_-]?key|api[\s_-]?keys?|access[\s_-]?keys?|secret[\s_-]?keys?|private[\s_-]?keys?"
+    r"|ssh[\s_-]?keys?|signing[\s_-]?keys?|encryption[\s_-]?keys?|license[\s_-]?keys?|secrets?"
+    r"|passwords?|passwd|passphrases?|pass\s?codes?|credentials?|creds|bearer|authori[sz]ation"
+    r"|auth[\s_-]?(?:tokens?|headers?|codes?)|access[\s_-]?tokens?|id[\s_-]?tokens?|refresh[\s_-]?tokens?"
+    r"|session[\s_-]?(?:tokens?|ids?|cookies?|keys?)|cookies?|otps?|2fa|mfa|one[\s-]time\s+codes?"
+    r"|recovery\s+codes?|seed\s+phrases?|env(?:ironment)?\s+var(?:iable)?s?|\.env\b"
+    r"|headers?\s+values?|values?\s+of\s+(?:your|the|its|their)\s+[\w\s-]{0,30}headers?)"
+)
+_DISCLOSE = (
+    r"(?:paste|send|share|copy|include|insert|put|place|attach|append|embed|reveal|print|echo|dump"
+    r"|output|disclose|leak|expose|give|tell|write|report|submit|read\s+out|show|display|forward"
+    r"|upload|email)"
+)
+_CREDENTIAL_ASK = _patterns(
+    (
+        "asks for keys, credentials or header values",
+        rf"\b{_DISCLOSE}\b.{{0,80}}\b{_SECRET_NOUN}"
+        rf"|\byour\s+(?:[\w-]+\s+){{0,2}}(?:keys?|tokens?|headers?|{_SECRET_NOUN})\b",
+    ),
+)
+_CREDENTIAL_MENTION = _patterns(("names keys, credentials or header values", rf"\b{_SECRET_NOUN}\b"))
+
+# Network locations, looked for on the skeleton (so ｈｘｘｐ and һttp are found too).
+_DEFANGED = re.compile(
+    r"\bh[x*]{2}ps?\b|\bfxp\b|[\[({<]\s*(?:\.|dot|:|/|//|://|at|@)\s*[\])}>]|\(\s*dot\s*\)"
+    r"|\b(?:dot)\s+(?:com|net|org|io|ai|dev|co|info|biz|xyz|app|example|local)\b"
+)
+_URL = re.compile(
+    r"[a-z][a-z0-9+.\-]{0,20}\s*:\s*/\s*/|\b(?:mailto|javascript|data|file|tel|ssh|git|s3|gs|smb|ldap)"
+    r":\S|\bwww\d?\s*\.|\blocalhost\b|[\w.+-]+\s*@\s*[\w-]+(?:\.[\w-]+)+|\\\\[\w.-]+\\"
+)
+_IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\s*\.\s*\d{1,3}){3}(?![\w])")
+_IPV6 = re.compile(
+    r"(?<![\w:])(?:[0-9a-f]{1,4}:){7}[0-9a-f]{1,4}(?![\w:])|(?<![\w:])(?:[0-9a-f]{1,4}:){1,6}:"
+    r"(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4}){0,5})?(?![\w:])|(?<![\w:])::(?:[0-9a-f]{1,4}:){0,5}[0-9a-f]{1,4}"
+)
+_HOST_PORT = re.compile(
+    r"\b([a-z][a-z0-9\-]{0,62}(?:\.[a-z0-9\-]{1,63})*)\s*:\s*(\d{2,5})\b(?!\s*(?:ms|s)\b)"
+)
+_PORT_LABELS = frozenset(
+    {"status", "code", "error", "errors", "http", "line", "limit", "count", "page", "row", "rows", "turn",
+     "step", "attempt", "retry", "retries", "top", "after", "took", "version", "v"}
+)  # fmt: skip
+_DOTTED = re.compile(r"(?<![\w.])[a-z0-9_\-]+(?:\.[a-z0-9_\-]+)+(?![\w])")
+
+
+def network_refusal(text: str, known: KnownNames | None = None, *, strict: bool = True) -> str | None:
+    """Why ``text`` holds a network location, else ``None``. ``strict`` (served text) also refuses
+    ``name:port`` and any dotted name whose parts are not all validated identifiers (a domain)."""
+    sk = skeleton(text)
+    if _DEFANGED.search(sk):
+        return "network location (URL, domain or IP): a defanged form"
+    if _URL.search(sk):
+        return "network location (URL, domain or IP): a URL, e-mail address or host"
+    if _IPV4.search(sk) or _IPV6.search(sk):
+        return "network location (URL, domain or IP): an IP address"
+    if not strict:
+        return None
+    for match in _HOST_PORT.finditer(sk):
+        if match[1] not in _PORT_LABELS:
+            return "network location (URL, domain or IP): host:port"
+    names = known or default_known()
+    for match in _DOTTED.finditer(sk):
+        labels = [label.strip() for label in match[0].split(".")]
+        if not re.fullmatch(r"[a-z][a-z\-]*[a-z]", labels[-1]):
+            continue  # 0.5, v1.2, e.g: not a host name
+        # table.column, or alias.column (a one-letter alias): every other dotted name is a host
+        if not names.knows(labels[-1]) or not all(names.knows(x) or len(x) == 1 for x in labels):
+            return "network location (URL, domain or IP): a dotted name that is no known table.column"
+    return None
+
+
+def _first(patterns: tuple[tuple[str, re.Pattern[str]], ...], text: str) -> str | None:
+    for name, pattern in patterns:
+        if pattern.search(text):
+            return name
+    return None
+
+
+def _hidden_characters(text: str) -> bool:
+    """Control, format (zero-width, bidi), private-use, unassigned or line/paragraph separators."""
+    return any(unicodedata.category(ch) in _INVISIBLE_CATEGORIES and ch not in "\t\n\r" for ch in text)
+
+
+def _words_form(text: str) -> str:
+    """The skeleton with identifiers' separators read as spaces (``ignore_all_instructions``)."""
+    return re.sub(r"[_]+", " ", skeleton(text))
+
+
+def instruction_refusal(text: str) -> str | None:
+    """Why ``text`` reads as written to its reader, else ``None``: addressed to a model or agent,
+    an instruction about a reader's rules, identity or authority, or a request for credentials.
+    Checked on the skeleton; the text evidence and prompts may show must pass it."""
+    if _hidden_characters(text):
+        return "control or invisible characters"
+    sk, words = skeleton(text), _words_form(text)
+    reason = (
+        _first(_INSTRUCTIONS, sk)
+        or _first(_INSTRUCTIONS, words)
+        or _first(_ADDRESSED, words)
+        or _first(_CREDENTIAL_ASK, words)
+    )
+    return f"instruction to the reader ({reason})" if reason else None
+
+
+# ---- the positive check -------------------------------------------------------------------------
+def _alphabet_refusal(form: str) -> str | None:
+    outside = sorted({ch for ch in form if ch not in _ALLOWED})
+    if not outside:
+        return None
+    mapping = _confusables()
+    if any(ch.casefold() in mapping or ch in mapping for ch in outside):
+        return f"confusable characters from another script ({''.join(outside[:5])!r})"
+    return f"characters outside the allowed alphabet ({''.join(outside[:5])!r})"
+
+
+def english_share(text: str, known: KnownNames | None = None) -> tuple[int, float]:
+    """(words judged, share of them that are English or validated identifiers). An identifier
+    is judged whole when known, else by its parts (``hourly_rate`` → hourly, rate)."""
+    names, vocabulary = known or default_known(), english_words()
+    judged = hits = 0
+    for word in _WORD.findall(skeleton(text)):
+        if names.knows(word):
+            judged, hits = judged + 1, hits + 1
+            continue
+        for part in _LETTERS.findall(word):
+            if len(part) < 2:
+                continue
+            judged += 1
+            hits += part in vocabulary or names.knows(part)
+    return judged, (hits / judged if judged else 1.0)
+
+
+def names_a_validated_part(text: str, known: KnownNames | None = None) -> bool:
+    """Whether ``text`` names a route, table, column, field or error code (or an HTTP method)."""
+    names = known or default_known()
+    form = compatible(text)
+    if any(names.names_route(path) for path in _PATH.findall(form)):
+        return True
+    if any(re.search(rf"\b{m}\b", form) for m in HTTP_METHODS):
+        return True
+    return any(names.knows(word) and word not in PLACEHOLDERS for word in _WORD.findall(form.lower()))
+
+
+def lesson_refusal(
+    text: str,
+    known: KnownNames | None = None,
+    *,
+    grounded: bool = False,
+    max_chars: int = MAX_FREE_TEXT_CHARS,
+) -> str | None:
+    """Why ``text`` may not be served in an entry, else ``None`` (steps in the module doc).
+    ``grounded``: the text must also name a validated part (actions do)."""
+    if not text or not text.strip():
+        return "empty"
+    if len(text) > max_chars:
+        return f"longer than {max_chars} characters"
+    if _hidden_characters(text):
+        return "control or invisible characters"
+    if _HTML_TAG.search(_PLACEHOLDER_TAG.sub("{}", text)) or _MARKDOWN.search(text):
+        return "contains markup (HTML or markdown)"
+    text = _without_endpoint_labels(text, known or default_known())
+    form = compatible(text)
+    if REDACTED in form or redact(form) != form:
+        return "contains a secret"
+    reason = instruction_refusal(text)
+    if reason:
+        return reason
+    reason = _first(_CREDENTIAL_MENTION, _words_form(text))
+    if reason:
+        return reason
+    reason = network_refusal(text, known)
+    if reason:
+        return reason
+    reason = _alphabet_refusal(form)
+    if reason:
+        return reason
+    judged, share = english_share(text, known)
+    if judged >= MIN_WORDS_JUDGED and share < MIN_ENGLISH_SHARE:
+        return f"not English ({share:.0%} of its words are English or known names)"
+    if grounded and not names_a_validated_part(text, known):
+        return "names no route, table, column, field or error code"
+    return None
+
+
+def _without_endpoint_labels(text: str, known: KnownNames) -> str:
+    """``text`` with the validated ``kind:name`` endpoints it names (``tool:llm``) replaced by a
+    neutral word: a validated part is not free text, and a tool may be named after a model."""
+    for route in known.routes:
+        if not route.startswith("/") and route in text:
+            text = text.replace(route, "endpoint")
+    return text
+
+
+_ENDPOINT_SHAPE = re.compile(r"(?:/[A-Za-z0-9_{}\-]+)+/?|/|[a-z][a-z0-9_\-]{0,30}:[A-Za-z0-9_{}\-/]{1,60}")
+_LABEL_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,59}")
+
+
+def _label_words_refusal(label: str) -> str | None:
+    words = " ".join(w for w in re.split(r"[/:_{}\-]+", label.lower()) if w)
+    reason = _first(_INSTRUCTIONS, words) or _first(_CREDENTIAL_MENTION, words)
+    return f"names an instruction or a credential ({reason})" if reason else None
+
+
+def endpoint_refusal(endpoint: str) -> str | None:
+    """Why an endpoint (a claim in the lake) may not be named in an entry: it must be a route-shaped
+    path (``/tables/{name}``) or a ``kind:name`` label (``runtime:model_call``), at most 100
+    characters, whose words are no instruction and name no credential."""
+    if len(endpoint) > 100 or not _ENDPOINT_SHAPE.fullmatch(endpoint):
+        return "endpoint is not a route or a kind:name label"
+    return _label_words_refusal(endpoint)
+
+
+def label_refusal(label: str) -> str | None:
+    """Why a task class (a claim in the lake, served as a field) may not be: it must be one short
+    identifier (``staff_job``) whose words are no instruction, name no credential and address no
+    reader."""
+    if not _LABEL_SHAPE.fullmatch(label):
+        return "not a short identifier"
+    words = " ".join(w for w in re.split(r"[_\-]+", label.lower()) if w)
+    if _first(_ADDRESSED, words):
+        return "addressed to its reader"
+    return _label_words_refusal(label)
+
+
+def fenced(
+    text: str, limit: int, known: KnownNames | None = None, *, grounded: bool = False
+) -> tuple[str | None, str | None]:
+    """(the text as served — compatibility form, whitespace collapsed, cut to ``limit`` at a word
+    boundary — or ``None``, and the refusal reason). Checked first, then shaped."""
+    reason = lesson_refusal(text, known, grounded=grounded)
+    if reason:
+        return None, reason
+    return truncate_words(" ".join(compatible(text).split()), limit), None
+
+
+def truncate_words(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters at a word boundary, marking the cut with …."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - len(ELLIPSIS), 0)]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + ELLIPSIS
+
+
+# ---- prompts ------------------------------------------------------------------------------------
+def mask_locations(text: str) -> str:
+    """``text`` with URLs, defanged forms, e-mail addresses and IP addresses replaced by
+    :data:`LOCATION` (non-strict: table.column names stay)."""
+    out = compatible(text)
+    for pattern in (_URL_SPAN, _DEFANGED_SPAN, _IPV4, _IPV6):
+        out = pattern.sub(LOCATION, out)
+    return out
+
+
+_URL_SPAN = re.compile(
+    r"(?i)\b[a-z][a-z0-9+.\-]{0,20}://\S*|\bwww\d?\.\S+|\b(?:mailto|javascript|data):\S+"
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\bh[x*]{2}ps?\S*"
+)
+_DEFANGED_SPAN = re.compile(r"(?i)\S*(?:\[\s*(?:\.|dot|:)\s*\]|\(\s*(?:\.|dot)\s*\)|\{\s*\.\s*\})\S*")
+
+
+def prompt_text(text: str) -> str:
+    """Agent text as it may be shown to a model as data: withheld (with the reason) when it reads
+    as written to its reader; else with network locations masked."""
+    reason = instruction_refusal(text)
+    if reason:
+        return WITHHELD.format(reason=reason)
+    return mask_locations(text)
