@@ -265,7 +265,9 @@ def test_prompt_injection_in_an_error_gives_an_ordinary_validated_diagnosis(jobs
         user = server.completions[0].body["messages"][-1]
     assert report.diagnoses == 1 and report.fallbacks == 1
     assert "IGNORE ALL PREVIOUS INSTRUCTIONS" not in system["content"]
-    assert "IGNORE ALL PREVIOUS INSTRUCTIONS" in user["content"]  # present, but only as fenced data
+    # text written to its reader is withheld from the prompt, with the reason (issue 12)
+    assert "IGNORE ALL PREVIOUS INSTRUCTIONS" not in user["content"]
+    assert "[withheld: instruction to the reader (ignore instructions)]" in user["content"]
     rows = EmbeddedEngine.from_settings(lake.settings).run("SELECT * FROM diagnoses").records()
     # the stored diagnosis is the heuristic's, in the schema's shape; the op's text is quoted as data
     assert [(r["diagnosed_by"], r["cause"] == "pwned", r["evidence_op_ids"]) for r in rows] == [

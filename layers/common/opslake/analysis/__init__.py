@@ -1,7 +1,8 @@
-"""Failure analysis, pure logic: signatures, heuristic diagnoses, diagnosis prompts, who vouches for
-evidence (reporters and their trust levels) (no I/O)."""
+"""Failure analysis, pure logic: signatures, heuristic diagnoses, diagnosis prompts, the lesson fence
+(what text may be served), who vouches for evidence (reporters and their trust levels) (no I/O)."""
 
 from opslake.analysis.efficacy import EfficacyResult, OutcomeRow, measure_efficacy
+from opslake.analysis.fence import KnownNames, default_known, instruction_refusal, lesson_refusal
 from opslake.analysis.heuristics import classify, diagnose_heuristically
 from opslake.analysis.playbooks import (
     CandidateGroup,
@@ -45,6 +46,7 @@ __all__ = [
     "CandidateGroup",
     "DistilledCandidate",
     "EfficacyResult",
+    "KnownNames",
     "LogRow",
     "MergeResult",
     "OutcomeRow",
@@ -56,13 +58,16 @@ __all__ = [
     "approve",
     "candidate_groups",
     "classify",
+    "default_known",
     "diagnose_heuristically",
     "diagnosis_data",
     "diagnosis_messages",
     "distill",
     "heuristic_draft",
     "input_template",
+    "instruction_refusal",
     "is_poisoned",
+    "lesson_refusal",
     "mark_diagnosed",
     "measure_efficacy",
     "merge_candidates",

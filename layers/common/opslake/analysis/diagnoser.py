@@ -4,6 +4,10 @@ The model must answer :class:`DiagnosisAnswer` JSON. An invalid answer (prose, o
 the schema) gets exactly one retry with a reminder; a second invalid answer, or a model that is
 unavailable (retries spent, circuit open, quota spent), falls back to the heuristic diagnoser.
 Every diagnosis says who produced it (``diagnosed_by``: the model's name or ``heuristic``).
+
+A model's answer passes the lesson fence before it is kept (:func:`answer_refusal`): its advice may
+become a served entry's action, and its cause enters the distiller's prompt. A refused answer is
+not retried (the same data would steer it again): the heuristic answers.
 """
 
 from __future__ import annotations
@@ -12,6 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from opslake.analysis.fence import (
+    default_known,
+    endpoint_refusal,
+    instruction_refusal,
+    lesson_refusal,
+    network_refusal,
+)
 from opslake.analysis.heuristics import diagnose_heuristically
 from opslake.analysis.prompts import diagnosis_messages
 from opslake.models.analysis import DiagnosisAnswer, FailureSample, Signature
@@ -25,6 +36,20 @@ INVALID_ANSWER_REMINDER = (
     "Your previous answer was not valid JSON for the required schema. Answer again with only the "
     "JSON object: cause, agent_adjustment, avoid, category, confidence."
 )
+
+
+def answer_refusal(signature: Signature, answer: DiagnosisAnswer) -> str | None:
+    """Why a model's diagnosis may not be kept, else ``None``: its advice must pass the lesson
+    fence (it may become an entry's action), its cause must read as data (no instruction to a
+    reader, no URL or IP)."""
+    known = default_known()
+    if endpoint_refusal(signature.endpoint) is None:
+        known = known.extended([signature.endpoint])
+    reason = lesson_refusal(answer.agent_adjustment, known)
+    if reason:
+        return f"agent_adjustment: {reason}"
+    reason = instruction_refusal(answer.cause) or network_refusal(answer.cause, strict=False)
+    return f"cause: {reason}" if reason else None
 
 
 @dataclass(frozen=True)
@@ -56,7 +81,15 @@ class Diagnoser:
         for attempt in (1, 2):
             try:
                 answer = self.llm.complete_json(messages, DiagnosisAnswer, schema_name="diagnosis")
-                return DiagnosisOutcome(answer.value, answer.model or self.llm.config.model, False)
+                refusal = answer_refusal(signature, answer.value)
+                if refusal is None:
+                    return DiagnosisOutcome(answer.value, answer.model or self.llm.config.model, False)
+                logger.warning(
+                    "diagnosis refused by the lesson fence: heuristic diagnosis",
+                    signature_id=signature.signature_id,
+                    reason=refusal,
+                )
+                break
             except LlmInvalidAnswerError as exc:
                 logger.warning(
                     "invalid diagnosis answer",

@@ -6,7 +6,9 @@ resolved``, ``no worker with id …``, ``missing required filter(s): …``) and 
 (``ReadTimeout``, ``429 Too Many Requests``, ``AccessDenied``, ``OutOfMemory`` …).
 
 Names quoted in the advice (columns, tables, ids, fields) come from agent-supplied error text:
-only plain identifiers are kept, cut to a few dozen characters; anything else is left out.
+only plain identifiers are kept, cut to a few dozen characters, and none that is a network location
+or reads as an instruction; anything else is left out. Error text quoted in a cause or advice
+passes the lesson fence (:mod:`opslake.analysis.fence`) or is left out.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from opslake.analysis.fence import instruction_refusal, lesson_refusal, mask_locations, network_refusal
 from opslake.models.analysis import (
     MAX_ADJUSTMENT_CHARS,
     MAX_CAUSE_CHARS,
@@ -64,6 +67,8 @@ _GENERIC_ERROR_TYPES: dict[str, tuple[Category, float]] = {
     "service_unavailable": ("timeout", 0.5),
     "sql_unavailable": ("timeout", 0.5),
 }
+#: The error codes the diagnoser knows: validated parts an entry may name.
+ERROR_CODES = frozenset({*_ERROR_TYPES, *_GENERIC_ERROR_TYPES})
 _I = re.IGNORECASE
 _TIMEOUT = re.compile(
     r"timed? ?out|timeout|deadline exceeded|did not finish within|exhausted its time limit"
@@ -186,6 +191,8 @@ def _clean(raw: str, limit: int = MAX_NAME_CHARS) -> str | None:
     name = raw.strip()
     if not name or not _PLAIN_NAME.match(name):
         return None
+    if re.search(r":\d", name) or network_refusal(name, strict=False) or instruction_refusal(name):
+        return None  # host:port, an IP, or words written to the reader: not a name
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
@@ -232,7 +239,12 @@ def _snippet(sig: Signature, *, advice: bool = False) -> str:
     if advice and not sig.endpoint.startswith("/"):
         return "see the error"
     text = sig.template.split(" | ", 2)[-1] if sig.template.count(" | ") >= 2 else (sig.error_type or "")
-    return _fit(_UNSAFE.sub(" ", text).strip(), MAX_SNIPPET_CHARS) or "an error"
+    text = _fit(_UNSAFE.sub(" ", text).strip(), MAX_SNIPPET_CHARS)
+    if advice:  # reaches other agents: the lesson fence, as the text is
+        return text if text and lesson_refusal(text) is None else "see the error"
+    if instruction_refusal(text):
+        return "an error written to its reader (withheld)"
+    return mask_locations(text) or "an error"
 
 
 def _endpoint(sig: Signature) -> str:

@@ -4,6 +4,9 @@ All instructions are in the system message, which never changes with the data. E
 from ops (errors, input summaries, the template) is written by agents and is untrusted: each
 piece is redacted, cut short and placed in one JSON document between ``<<<DATA`` and ``DATA>>>``;
 no piece can contain either marker, so no piece can close the fence and speak as instructions.
+A piece that reads as written to its reader (addressed to a model, an instruction about its rules
+or authority, a request for credentials: :func:`opslake.analysis.fence.instruction_refusal`) is
+withheld, with the reason; network locations in the rest are masked.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from opslake.analysis.fence import prompt_text
 from opslake.ingest.redact import redact
 from opslake.models.analysis import (
     CATEGORIES,
@@ -58,10 +62,12 @@ def _defang(text: str) -> str:
 
 
 def untrusted(text: str | None, limit: int) -> str | None:
-    """Agent text as it may enter a prompt: secrets redacted, at most ``limit`` characters, defanged."""
+    """Agent text as it may enter a prompt: withheld if it reads as written to its reader (checked
+    whole, before anything is cut), else network locations masked; secrets redacted, at most
+    ``limit`` characters, defanged."""
     if text is None:
         return None
-    return _defang(truncate(redact(text), limit)[0])
+    return _defang(truncate(redact(prompt_text(text)), limit)[0])
 
 
 def _when(value: datetime) -> str:

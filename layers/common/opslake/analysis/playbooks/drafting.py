@@ -1,21 +1,35 @@
 """Drafting: a candidate group → an entry draft, by the model when configured, else by heuristic.
 
-:func:`distill` asks the model (its answer validated, kept to the group's kind and checked for
-poisoning) and falls back to :func:`heuristic_draft`, which always gives a valid draft.
+:func:`distill` asks the model (its answer validated, kept to the group's kind and passed through
+the lesson fence) and falls back to :func:`heuristic_draft`, which always gives a valid draft.
+
+Served text is built from validated parts (the group's endpoint once it passed
+:func:`~opslake.analysis.fence.endpoint_refusal`, routes, catalog tables and columns, numbers) and
+agent or model text that passed :func:`~opslake.analysis.fence.lesson_refusal` *as it arrived*;
+text that fails is replaced by a sentence made of validated parts only, never cleaned into shape.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from opslake.analysis.fence import (
+    KnownNames,
+    default_known,
+    endpoint_refusal,
+    fenced,
+    instruction_refusal,
+    label_refusal,
+    prompt_text,
+)
 from opslake.analysis.playbooks.grouping import CandidateGroup
-from opslake.analysis.sanitize import injection_reason, is_poisoned, sanitize_entry_text
+from opslake.analysis.sanitize import sanitize_entry_text
 from opslake.models.playbooks import (
     MAX_ACTION_CHARS,
     MAX_DRAFT_EXCERPTS,
@@ -62,9 +76,26 @@ def domain_of(endpoint: str, task_class: str | None = None) -> str:
     return "general"
 
 
-def _clean(text: str, limit: int, fallback: str) -> str:
-    cleaned = sanitize_entry_text(text, limit)
-    return cleaned if cleaned else sanitize_entry_text(fallback, limit)
+def known_for(group: CandidateGroup, known: KnownNames | None = None) -> KnownNames:
+    """The validated parts an entry about ``group`` may name: ``known`` (default: the gateway's
+    routes, the catalog, the tools' fields, error codes) plus the group's endpoint if it is
+    route-shaped (it is a claim from the lake, so its shape is what validates it), with the names
+    of its parts ("match" of ``/match``, "model_call" of ``runtime:model_call``)."""
+    base = known or default_known()
+    if endpoint_refusal(group.endpoint) is not None:
+        return base
+    parts = [p for p in re.split(r"[/:]", group.endpoint) if p and not p.startswith("{")]
+    return base.extended([group.endpoint], parts)
+
+
+def _served(text: str, limit: int, fallback: str, known: KnownNames, *, grounded: bool = False) -> str:
+    """``text`` as served if it passes the fence as it arrived, else ``fallback`` (validated parts
+    only; if even that fails, e.g. a hostile endpoint, the merge refuses the entry)."""
+    served, _ = fenced(text, limit, known, grounded=grounded)
+    if served:
+        return served
+    served, _ = fenced(fallback, limit, known)
+    return served or fallback[:limit]
 
 
 def _heuristic_confidence(group: CandidateGroup) -> float:
@@ -83,20 +114,32 @@ def _sql_tables(text: str) -> list[str]:
     return tables
 
 
-def _trigger_action(group: CandidateGroup) -> tuple[str, str]:
-    subject = group.task_class or domain_of(group.endpoint, group.task_class)
+def _first_fenced(texts: Sequence[str], limit: int, known: KnownNames, *, grounded: bool) -> str | None:
+    """The first of ``texts`` that passes the fence (shaped for serving), else None."""
+    for text in texts:
+        served, _ = fenced(text, limit, known, grounded=grounded)
+        if served:
+            return served
+    return None
+
+
+def _trigger_action(group: CandidateGroup, known: KnownNames) -> tuple[str, str]:
+    task_class = group.task_class if group.task_class and label_refusal(group.task_class) is None else None
+    subject = task_class or domain_of(group.endpoint, task_class)
     if group.source == "diagnosis" and group.diagnosis is not None:
         category = group.diagnosis.category.replace("_", " ")
         trigger = f"{group.endpoint} call that risks {category}"
         return trigger, group.diagnosis.agent_adjustment
     if group.source == "log":
         operation = group.operation or subject
-        approach = group.approaches[0] if group.approaches else operation
-        if group.kind == "avoid":
-            return operation, f"Avoid: {approach}"
-        return operation, approach
+        # the approach most agents reported that passes the fence (each as it arrived)
+        approach = _first_fenced(group.approaches, MAX_ACTION_CHARS - 7, known, grounded=True)
+        if approach is None:
+            return operation, _fallback_action(group)
+        return operation, f"Avoid: {approach}" if group.kind == "avoid" else approach
     if group.endpoint == "/sql":
-        tables = _sql_tables(" ".join(group.excerpts) or group.template)
+        # only tables the catalog knows are named (agent SQL may name anything)
+        tables = [t for t in _sql_tables(" ".join(group.excerpts) or group.template) if known.knows(t)]
         if tables:
             described = ", ".join(f"GET /tables/{t}" for t in tables[:3])
             trigger = f"SQL question over {' and '.join(tables[:3])}"
@@ -113,14 +156,30 @@ def _trigger_action(group: CandidateGroup) -> tuple[str, str]:
     return trigger, f"Call {call} shaped like {shape}" if shape else f"Call {call} as other agents did"
 
 
-def heuristic_draft(group: CandidateGroup) -> EntryDraft:
-    """A draft from the group alone (always valid; may still be poisoned if the evidence is)."""
-    trigger, action = _trigger_action(group)
+def _fallback_action(group: CandidateGroup) -> str:
+    """The action made of validated parts only, for when the evidence's own words fail the fence."""
+    if group.kind == "avoid":
+        return f"Avoid the call pattern that fails for other agents on {group.endpoint}"
+    return f"Call {group.endpoint} as other agents did"
+
+
+def heuristic_draft(group: CandidateGroup, known: KnownNames | None = None) -> EntryDraft:
+    """A draft from the group alone (always valid). Its trigger and action passed the lesson fence
+    as they arrived, or are sentences of validated parts; a hostile endpoint still shows in them,
+    and the merge refuses those."""
+    known = known_for(group, known)
+    trigger, action = _trigger_action(group, known)
     excerpts = [e for e in (sanitize_entry_text(x, MAX_EXCERPT_CHARS) for x in group.excerpts) if e]
     domain = domain_of(group.endpoint, group.task_class)
+    if label_refusal(domain):
+        domain = "general"
     return EntryDraft(
-        trigger=_clean(trigger, MAX_TRIGGER_CHARS, f"{domain} task using {group.endpoint}"),
-        action=_clean(action, MAX_ACTION_CHARS, f"Call {group.endpoint} as other agents did"),
+        trigger=_served(trigger, MAX_TRIGGER_CHARS, f"{domain} task using {group.endpoint}", known),
+        # an agent's or model's lesson must name a validated part; a diagnosis' advice is the
+        # diagnoser's (heuristic, or a model answer the fence already passed)
+        action=_served(
+            action, MAX_ACTION_CHARS, _fallback_action(group), known, grounded=group.source != "diagnosis"
+        ),
         kind=group.kind,
         confidence=_heuristic_confidence(group),
         domain=domain,
@@ -130,22 +189,29 @@ def heuristic_draft(group: CandidateGroup) -> EntryDraft:
 
 
 # ---- LLM distiller ------------------------------------------------------------------------------
+def _data(text: str | None, limit: int) -> str | None:
+    """Agent text as the prompt shows it: withheld when it reads as written to its reader, network
+    locations masked, cut to ``limit``."""
+    return None if text is None else prompt_text(text[: limit * 2])[:limit]
+
+
 def playbook_prompt(group: CandidateGroup) -> str:
-    """The prompt for one group: agent text delimited as data, never as instructions."""
+    """The prompt for one group: agent text delimited as data, never as instructions, and text
+    that fails the fence's instruction check withheld (the model never reads it)."""
     evidence = {
-        "endpoint": group.endpoint,
-        "task_class": group.task_class,
+        "endpoint": group.endpoint if endpoint_refusal(group.endpoint) is None else "(withheld)",
+        "task_class": _data(group.task_class, 60),
         "kind": group.kind,
         "source": group.source,
         "ops": group.count,
         "independent_reporters": group.reporter_count,
-        "input_template": group.template[:500],
-        "examples": [e[:MAX_EXCERPT_CHARS] for e in group.excerpts],
-        "approaches": [a[:MAX_EXCERPT_CHARS] for a in group.approaches[:3]],
+        "input_template": _data(group.template, 500),
+        "examples": [_data(e, MAX_EXCERPT_CHARS) for e in group.excerpts],
+        "approaches": [_data(a, MAX_EXCERPT_CHARS) for a in group.approaches[:3]],
     }
     if group.diagnosis is not None:
-        evidence["cause"] = group.diagnosis.cause[:500]
-        evidence["suggested_adjustment"] = group.diagnosis.agent_adjustment[:300]
+        evidence["cause"] = _data(group.diagnosis.cause, 500)
+        evidence["suggested_adjustment"] = _data(group.diagnosis.agent_adjustment, 300)
     return (
         "You write one playbook entry for AI agents that call the tools of a data service. Distil the "
         f"evidence below into when the advice applies (trigger, at most {MAX_TRIGGER_CHARS} characters) "
@@ -158,7 +224,11 @@ def playbook_prompt(group: CandidateGroup) -> str:
     )
 
 
-def _validated_llm_draft(group: CandidateGroup, answer: str | Mapping[str, Any]) -> EntryDraft | None:
+def _validated_llm_draft(
+    group: CandidateGroup, answer: str | Mapping[str, Any], known: KnownNames | None = None
+) -> EntryDraft | None:
+    """The model's draft if it validates, keeps the group's kind, its trigger and action pass the
+    lesson fence as written (the action naming a validated part) and its excerpts read as data."""
     try:
         draft = (
             EntryDraft.model_validate_json(answer)
@@ -169,11 +239,11 @@ def _validated_llm_draft(group: CandidateGroup, answer: str | Mapping[str, Any])
         return None
     if draft.kind != group.kind:
         return None
-    texts = [draft.trigger, draft.action, *draft.evidence_excerpts]
-    if any(is_poisoned(text) for text in texts[:2]) or any(injection_reason(t) for t in texts[2:]):
+    known = known_for(group, known)
+    trigger, _ = fenced(draft.trigger, MAX_TRIGGER_CHARS, known)
+    action, _ = fenced(draft.action, MAX_ACTION_CHARS, known, grounded=True)
+    if label_refusal(draft.domain) or any(instruction_refusal(t) for t in draft.evidence_excerpts):
         return None
-    trigger = sanitize_entry_text(draft.trigger, MAX_TRIGGER_CHARS)
-    action = sanitize_entry_text(draft.action, MAX_ACTION_CHARS)
     excerpts = [e for e in (sanitize_entry_text(x, MAX_EXCERPT_CHARS) for x in draft.evidence_excerpts) if e]
     if not trigger or not action or not excerpts:
         return None
@@ -188,13 +258,18 @@ def _validated_llm_draft(group: CandidateGroup, answer: str | Mapping[str, Any])
 
 
 def distill(
-    group: CandidateGroup, ask_llm: AskLlm | None = None, *, model: str = "llm"
+    group: CandidateGroup,
+    ask_llm: AskLlm | None = None,
+    *,
+    model: str = "llm",
+    known: KnownNames | None = None,
 ) -> tuple[EntryDraft, str]:
     """The group as a draft, and who produced it (``model`` or ``"heuristic"``).
 
     The model's answer must validate as :class:`EntryDraft`, keep the group's kind and pass the
-    poisoning check; anything else (including an exception from ``ask_llm``) falls back to
-    :func:`heuristic_draft`.
+    lesson fence; anything else (including an exception from ``ask_llm``) falls back to
+    :func:`heuristic_draft`. ``known``: the validated parts (default: routes, catalog, fields,
+    error codes; a caller with the live catalog may pass more).
     """
     if ask_llm is not None:
         try:
@@ -202,7 +277,7 @@ def distill(
         except Exception:  # the caller's client logs and counts its own failures
             answer = None
         if answer is not None:
-            draft = _validated_llm_draft(group, answer)
+            draft = _validated_llm_draft(group, answer, known)
             if draft is not None:
                 return draft, model
-    return heuristic_draft(group), HEURISTIC
+    return heuristic_draft(group, known), HEURISTIC
