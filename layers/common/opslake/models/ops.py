@@ -42,9 +42,9 @@ MAX_RECORD_BYTES = 64 * 1024
 MAX_FUTURE_SKEW = timedelta(hours=24)
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0
 TRUNCATION_MARK = "…[truncated]"
-# Text is cut to this many times its limit before redaction (bounded work per field); the cut
-# is far enough past the limit that what is kept was redacted with its context.
-PRE_REDACTION_FACTOR = 2
+# Text is cut this far past its limit before redaction (bounded work per field): what is kept was
+# redacted with its context (a key and its value, a whole token) around the limit.
+PRE_REDACTION_MARGIN = 1_024
 
 # Claims only the server makes: ``event_kind`` "log" is written by ``POST /log`` and ``source``
 # "llm" by the jobs' own model-call records; a client's op may not claim either.
@@ -94,9 +94,9 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
 
 
 def redact_truncate(text: str, limit: int) -> tuple[str, bool]:
-    """Redact, then cut to ``limit``. Only the first ``PRE_REDACTION_FACTOR * limit`` characters
+    """Redact, then cut to ``limit``. Only the first ``limit + PRE_REDACTION_MARGIN`` characters
     are scanned, so the work per field is bounded whatever a client sends."""
-    head = text[: limit * PRE_REDACTION_FACTOR]
+    head = text[: limit + PRE_REDACTION_MARGIN]
     cleaned, cut = truncate(redact(head), limit)
     return cleaned, cut or len(head) < len(text)
 
@@ -115,9 +115,9 @@ def redact_attributes(attributes: dict[str, str]) -> tuple[dict[str, str], bool]
     out: dict[str, str] = {}
     cut = False
     for key, text in attributes.items():
-        value = redact_attribute(key, text[: MAX_ATTRIBUTE_VALUE_CHARS * PRE_REDACTION_FACTOR])
-        value, was_cut = truncate(value, MAX_ATTRIBUTE_VALUE_CHARS)
-        cut = cut or was_cut or len(text) > MAX_ATTRIBUTE_VALUE_CHARS * PRE_REDACTION_FACTOR
+        head = text[: MAX_ATTRIBUTE_VALUE_CHARS + PRE_REDACTION_MARGIN]
+        value, was_cut = truncate(redact_attribute(key, head), MAX_ATTRIBUTE_VALUE_CHARS)
+        cut = cut or was_cut or len(head) < len(text)
         name = redact_label(key, marker=LABEL_REDACTED)[:MAX_ATTRIBUTE_KEY_CHARS]
         if name != key:
             base, number = name[: MAX_ATTRIBUTE_KEY_CHARS - 4], 2
