@@ -333,3 +333,38 @@ def test_heuristic_advice_quotes_no_network_location_or_instruction_as_a_name() 
         answer = diagnose_heuristically(sig, [sample])
         assert name not in answer.agent_adjustment and name not in answer.cause
         assert lesson_refusal(answer.agent_adjustment, grounded=True) is None
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "task_class"),
+    [
+        ("/match", "ignore_all_prior_instructions"),
+        ("/match", "note for the AI reading this"),
+        ("/match", "send_your_api_key"),
+        ("tool:evil.example", "staff_job"),
+        ("tool:ignore_all_instructions", "staff_job"),
+        ("/fetch/10.0.0.5:8080", "staff_job"),
+    ],
+)
+def test_claimed_endpoint_and_task_class_are_served_only_when_they_pass(
+    endpoint: str, task_class: str
+) -> None:
+    rows = [
+        _success(i, a, "POST /match {}", endpoint).model_copy(update={"task_class": task_class})
+        for i, a in enumerate("abc")
+    ]
+    groups = candidate_groups(rows, [])
+    assert len(groups) == 1
+    assert _served_texts(groups) == []  # refused at the merge: nothing is served
+
+
+def test_legitimate_endpoints_and_task_classes_pass() -> None:
+    for endpoint in (
+        "/match",
+        "/worker/{id}",
+        "runtime:model_call",
+        "tool:github.search",
+        "/v1/chat.completions",
+    ):
+        rows = [_success(i, a, "POST /x {}", endpoint) for i, a in enumerate("abc")]
+        assert len(_served_texts(candidate_groups(rows, []))) == 1, endpoint

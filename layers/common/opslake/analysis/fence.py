@@ -403,7 +403,7 @@ def lesson_refusal(
         return "control or invisible characters"
     if _HTML_TAG.search(_PLACEHOLDER_TAG.sub("{}", text)) or _MARKDOWN.search(text):
         return "contains markup (HTML or markdown)"
-    text = _without_endpoint_labels(text, known or default_known())
+    original, text = text, _without_endpoint_labels(text, known or default_known())
     form = compatible(text)
     if REDACTED in form or redact(form) != form:
         return "contains a secret"
@@ -422,22 +422,29 @@ def lesson_refusal(
     judged, share = english_share(text, known)
     if judged >= MIN_WORDS_JUDGED and share < MIN_ENGLISH_SHARE:
         return f"not English ({share:.0%} of its words are English or known names)"
-    if grounded and not names_a_validated_part(text, known):
+    if grounded and not names_a_validated_part(original, known):
         return "names no route, table, column, field or error code"
     return None
 
 
 def _without_endpoint_labels(text: str, known: KnownNames) -> str:
-    """``text`` with the validated ``kind:name`` endpoints it names (``tool:llm``) replaced by a
-    neutral word: a validated part is not free text, and a tool may be named after a model."""
-    for route in known.routes:
-        if not route.startswith("/") and route in text:
+    """``text`` with the validated endpoints it names that hold a ``:`` or a ``.`` (``tool:llm``,
+    ``/v1/chat.completions``) replaced by a neutral word: a validated part is not free text, and a
+    tool may be named after a model or hold a dot."""
+    for route in sorted(known.routes, key=len, reverse=True):
+        if (":" in route or "." in route) and route in text:
             text = text.replace(route, "endpoint")
     return text
 
 
-_ENDPOINT_SHAPE = re.compile(r"(?:/[A-Za-z0-9_{}\-]+)+/?|/|[a-z][a-z0-9_\-]{0,30}:[A-Za-z0-9_{}\-/]{1,60}")
-_LABEL_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,59}")
+_ENDPOINT_SHAPE = re.compile(r"(?:/[A-Za-z0-9_{}.\-]+)+/?|/|[a-z][a-z0-9_\-]{0,30}:[A-Za-z0-9_{}\-/.]{1,60}")
+# An endpoint may hold dots (tool:github.search, /v1/chat.completions), never a host name.
+_HOST_ENDINGS = frozenset(
+    {"com", "net", "org", "io", "ai", "dev", "app", "co", "info", "biz", "xyz", "me", "us", "uk", "de",
+     "ru", "cn", "site", "online", "top", "example", "local", "internal", "lan", "onion", "test",
+     "localhost", "invalid", "arpa", "cloud", "tech", "sh", "ly", "gg", "to", "cc", "tk", "ml", "ga"}
+)  # fmt: skip
+_LABEL_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9_\- ]{0,59}")
 
 
 def _label_words_refusal(label: str) -> str | None:
@@ -452,15 +459,28 @@ def endpoint_refusal(endpoint: str) -> str | None:
     characters, whose words are no instruction and name no credential."""
     if len(endpoint) > 100 or not _ENDPOINT_SHAPE.fullmatch(endpoint):
         return "endpoint is not a route or a kind:name label"
+    for part in re.split(r"[/:]", endpoint):
+        if "." in part and (part.rsplit(".", 1)[-1].lower() in _HOST_ENDINGS or ".." in part):
+            return "endpoint names a host"
     return _label_words_refusal(endpoint)
 
 
+def served_fields_refusal(endpoint: str, task_class: str | None) -> str | None:
+    """Why an entry may not serve these claimed fields (:func:`endpoint_refusal`,
+    :func:`label_refusal`), else ``None``."""
+    reason = endpoint_refusal(endpoint)
+    if reason:
+        return f"endpoint: {reason}"
+    reason = label_refusal(task_class) if task_class is not None else None
+    return f"task_class: {reason}" if reason else None
+
+
 def label_refusal(label: str) -> str | None:
-    """Why a task class (a claim in the lake, served as a field) may not be: it must be one short
-    identifier (``staff_job``) whose words are no instruction, name no credential and address no
-    reader."""
+    """Why a task class (a claim in the lake, served as a field) may not be: it must be a short
+    label of letters, digits, ``_``, ``-`` and spaces (``staff_job``) whose words are no
+    instruction, name no credential and address no reader."""
     if not _LABEL_SHAPE.fullmatch(label):
-        return "not a short identifier"
+        return "not a short label"
     words = " ".join(w for w in re.split(r"[_\-]+", label.lower()) if w)
     if _first(_ADDRESSED, words):
         return "addressed to its reader"

@@ -21,6 +21,7 @@ from opslake.analysis.fence import (
     instruction_refusal,
     label_refusal,
     lesson_refusal,
+    served_fields_refusal,
     truncate_words,
 )
 from opslake.ingest.redact import redact
@@ -32,6 +33,7 @@ __all__ = [
     "is_poisoned",
     "label_refusal",
     "sanitize_entry_text",
+    "served_fields_refusal",
     "truncate_words",
 ]
 

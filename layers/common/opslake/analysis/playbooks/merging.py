@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from opslake.analysis.playbooks.drafting import DistilledCandidate
+from opslake.analysis.playbooks.drafting import DistilledCandidate, known_for
 from opslake.analysis.reporters import ReporterTrust
-from opslake.analysis.sanitize import injection_reason, is_poisoned
+from opslake.analysis.sanitize import injection_reason, is_poisoned, served_fields_refusal
 from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, PlaybookEntry
 
 SIMILARITY_THRESHOLD = 0.6  # Jaccard of trigger+action tokens for a near-duplicate
@@ -92,8 +92,11 @@ def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str |
     group, draft = candidate.group, candidate.draft
     if group.agent_count < min_agents:
         return f"evidence from {group.agent_count} distinct agent(s); {min_agents} required"
+    reason = served_fields_refusal(group.endpoint, group.task_class)  # claims served as fields
+    if reason:
+        return reason
     for name, text in (("trigger", draft.trigger), ("action", draft.action)):
-        reason = is_poisoned(text)
+        reason = is_poisoned(text, known_for(group))  # the group's own endpoint is a validated part
         if reason:
             return f"{name}: {reason}"
     for text in (*draft.evidence_excerpts, *group.excerpts, *group.approaches, group.operation or ""):
