@@ -115,8 +115,12 @@ def skeleton(text: str) -> str:
     """The text as a reader sees it: NFKC, casefolded, every confusable character replaced by the
     ASCII it imitates (Cyrillic і → i, Greek ο → o). Checks run on this form."""
     mapping = _confusables()
-    folded = compatible(text).casefold()
-    return unicodedata.normalize("NFKC", "".join(mapping.get(ch, ch) for ch in folded)).casefold()
+    out = []
+    for ch in compatible(text):
+        # the small letter's look-alike first (Cyrillic І → і → i, not l), else the letter's own (Н → H)
+        folded = ch.casefold()
+        out.append(mapping.get(folded) or mapping.get(ch) or folded)
+    return unicodedata.normalize("NFKC", "".join(out)).casefold()
 
 
 # ---- validated parts ----------------------------------------------------------------------------
