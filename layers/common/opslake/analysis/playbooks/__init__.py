@@ -9,9 +9,11 @@ only) as the object ``GET /playbooks`` serves.
 
 Poisoning defences, in order: ops from untrusted API keys are no evidence; a group needs
 ``min_successes`` ops from ``min_agents`` distinct claimed agents; a model answer is validated
-(:class:`~opslake.models.playbooks.EntryDraft`) and refused when poisoned; every entry text is
-checked by :func:`~opslake.analysis.sanitize.is_poisoned` and cleaned; a group whose own evidence
-reads as an instruction to the assistant is refused whatever the distiller made of it; an entry is
+(:class:`~opslake.models.playbooks.EntryDraft`) and refused when poisoned; every served text is
+validated parts plus free text that passed the lesson fence as it arrived
+(:mod:`opslake.analysis.fence`: checked, never cleaned into shape), and so are the claimed
+endpoint and task class it serves; a group whose own evidence reads as written to its reader is
+refused whatever the distiller made of it; an entry is
 published only when ``min_reporters`` independent reporters (API keys by trust level, never claimed
 agents: :mod:`opslake.analysis.reporters`) vouch for it, else it waits as ``proposed`` until
 :func:`approve` (:func:`review`); with ``approval_mode`` every new entry waits so.
