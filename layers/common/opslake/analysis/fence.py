@@ -15,7 +15,7 @@ before it is checked, so cleaning can never make a text acceptable):
    as ``hxxp``, ``[.]``, ``(dot)``, ``[:]``);
 4. only a restricted alphabet (ASCII letters, digits, a small punctuation set): a confusable
    letter from another script is refused, a full-width one is read as the ASCII letter it is;
-5. English: most words are in :data:`english_words` (48k words from wordfreq, see
+5. English: most words are in :func:`english_words` (48k words from wordfreq, see
    data/english_words.txt) or are validated identifiers;
 6. for an action (``grounded=True``): it names at least one validated part.
 
