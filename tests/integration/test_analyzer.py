@@ -289,3 +289,26 @@ def test_the_handlers_run_sample_events_and_refuse_bad_ones(jobs_lake: Lake, fun
     assert refused["status"] == "invalid_input" and "since" in refused["error"]
     scheduled = invoker.invoke(function, json.loads((ROOT / "events" / f"{stem}-schedule.json").read_text()))
     assert scheduled["status"] in ("ok", "nothing_to_do") and scheduled["mode"] == "scheduled"
+
+
+def test_another_keys_op_with_an_analyzed_op_id_is_counted_once_and_kept_apart(jobs_lake: Lake) -> None:
+    """op ids are unique per API key only (issue 12): when a second key's failure reuses an op id the
+    analyzer already counted earlier in the hour, the redone hour counts only the new op and
+    writes one failures row per (reporter_id, op_id)."""
+    lake = jobs_lake
+    write_ops(lake, failing_ops(3, start=START))  # keys agent-0..2, op ids f0000..f0002
+    analyzer(lake, START + timedelta(minutes=30), analyzer_initial_lookback_h=1).run()
+    again = [
+        (o.model_copy(update={"reporter_id": "bob"}), o.ts + timedelta(minutes=40))
+        for o, _ in failing_ops(3, start=START)
+    ]
+    write_ops(lake, [*again, (op("s-bob", START, n=1), START + timedelta(minutes=40))])  # another object
+    report = analyzer(lake, START + timedelta(minutes=55)).run()
+    assert report.failures_read == 3 and report.failures_counted == 3
+    assert lake.count("SELECT sum(count) FROM signatures") == 6  # 3 + 3, none counted twice
+    assert lake.count("SELECT count(*) FROM failures") == 6
+    assert lake.count("SELECT count(DISTINCT (reporter_id, op_id)) FROM failures") == 6
+    samples = state(lake)["data"]["samples"]
+    assert sorted((s["reporter_id"], s["op_id"]) for kept in samples.values() for s in kept) == sorted(
+        [(f"agent-{i}", f"f{i:04d}") for i in range(3)] + [("bob", f"f{i:04d}") for i in range(3)]
+    )

@@ -7,18 +7,22 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from opslake.analysis.diagnoser import Diagnoser
 from opslake.jobs.analyzer import Analyzer
-from opslake.jobs.consolidator import Consolidator
+from opslake.jobs.consolidator import Consolidator, outcomes_sql
 from opslake.jobs.lease import StateStore
 from opslake.jobs.trigger import Backfill
+from opslake.lake import derived
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.compaction import Compactor
+from opslake.lake.parquet import to_parquet_bytes
 from opslake.lake.store import S3ObjectStore
 from opslake.models.ops import QueuedOp
 from opslake.models.playbooks import PlaybookEntry
+from opslake.models.window import Window
 from opslake.query.embedded import EmbeddedEngine
 from tests.integration.jobs_support import Lake, query, write_ops
 
@@ -380,3 +384,67 @@ def test_an_avoid_diagnosis_reported_by_one_key_waits_for_approval(jobs_lake: La
     report = consolidator(lake, at(45)).run()
     assert report.diagnoses_read == 1 and report.proposed_entries == 1
     assert served(lake)["entries"] == []
+
+
+def test_failures_are_matched_to_ops_per_api_key_not_per_op_id(jobs_lake: Lake) -> None:
+    """op ids are unique only per API key (issue 12): two keys' failed ops with the same op_id each
+    join their own ``failures`` row (on reporter_id and op_id), so efficacy counts each op once."""
+    lake = jobs_lake
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(6)])
+    consolidator(lake, at(30)).run()
+    [entry] = served(lake)["entries"]
+    read = QueuedOp(
+        op_id="read-1", ts=at(35), endpoint="/playbooks", source="gateway", agent_id="alice",
+        reporter_id="alice", success=True, duration_ms=3.0, attributes={"entry_ids": entry["entry_id"]},
+    )  # fmt: skip
+    shared = [failure(f"f{i}", at(40 + i), "alice", n=i) for i in range(5)]  # same op ids, two keys
+    write_ops(
+        lake,
+        [
+            (read, at(35)),
+            *((op, op.ts) for op in shared),
+            *((op.model_copy(update={"reporter_id": "bob", "agent_id": "bob"}), op.ts) for op in shared),
+        ],
+    )
+    analyze(lake, at(60))
+    rows = query(lake, "SELECT reporter_id, op_id FROM failures ORDER BY reporter_id, op_id")
+    assert [(r["reporter_id"], r["op_id"]) for r in rows] == [
+        *(("alice", f"f{i}") for i in range(5)),
+        *(("bob", f"f{i}") for i in range(5)),
+    ]
+    report = consolidator(lake, at(100)).run()
+    assert report.outcomes_read == 6 + 10  # the successes and each key's 5 failures, once each
+    assert report.reader_outcomes_read == 5  # alice's own failures, not bob's of the same op ids
+    state = json.loads(
+        lake.client("s3")
+        .get_object(Bucket=lake.settings.lake_bucket, Key="state/consolidator.json")["Body"]
+        .read()
+    )
+    [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
+    assert (kept["ops_before"], kept["failures_before"], kept["ops_after"], kept["failures_after"]) == (
+        6, 0, 10, 10,
+    )  # fmt: skip
+
+
+def test_failures_written_before_they_kept_the_api_key_still_read_and_match(jobs_lake: Lake) -> None:
+    """An old ``failures`` object (no ``reporter_id`` column) reads the key as NULL and is matched
+    to its op on ``op_id`` alone, as before."""
+    lake = jobs_lake
+    op = failure("old-1", at(10), "alice")
+    write_ops(lake, [(op, at(10))])
+    old_schema = pa.schema([f for f in derived.FAILURES_SCHEMA if f.name != "reporter_id"])
+    old_row = {
+        "op_id": "old-1", "signature_id": "sig_old", "endpoint": "/sql", "agent_id": "alice",
+        "error_type": "sql_failed", "ts": at(10), "ingested_at": at(10),
+    }  # fmt: skip
+    lake.client("s3").put_object(
+        Bucket=lake.settings.lake_bucket,
+        Key=derived.failures_key("2026-11-21", "08"),
+        Body=to_parquet_bytes(pa.Table.from_pylist([old_row], schema=old_schema)),
+    )
+    GlueCatalog(lake.client("glue"), lake.settings.glue_database, "failures").ensure_partitions(
+        [("2026-11-21", "08")]
+    )
+    assert query(lake, "SELECT op_id, reporter_id FROM failures") == [{"op_id": "old-1", "reporter_id": None}]
+    rows = query(lake, outcomes_sql("ops", Window(at(0), at(60)), ["/sql"]))
+    assert [(r["op_id"], r["signature_id"], r["count"]) for r in rows] == [("old-1", "sig_old", 1)]

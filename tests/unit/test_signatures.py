@@ -252,7 +252,7 @@ def test_assign_only_and_count_only_some() -> None:
     (sig,) = sigs.values()
     rows = apply_failures(sigs, first, count=False)  # re-assigned, already counted
     assert sig.count == 2 and [r.signature_id for r in rows] == [sig.signature_id] * 2
-    apply_failures(sigs, [failure(1), failure(3, agent="z")], count={"op-00003"})
+    apply_failures(sigs, [failure(1), failure(3, agent="z")], count={(None, "op-00003")})
     assert sig.count == 3 and sig.agents == ["agent-1", "z"]
 
 

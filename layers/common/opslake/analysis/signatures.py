@@ -30,6 +30,8 @@ MAX_NORMALIZED_CHARS = 300  # of a normalized error (the template adds endpoint 
 MAX_SCANNED_CHARS = 2_000  # of the raw text: bounds the work per message
 MAX_VARIANTS = 50  # distinct input variants kept per signature
 SIGNATURE_PREFIX = "sig_"
+#: An op's identity: (``reporter_id``, ``op_id``), as the lake deduplicates (opslake.lake.opkey).
+OpKey = tuple[str | None, str]
 VARIANT_CHARS = 12
 
 Reason = Literal["new", "grown", "new_variants"]
@@ -245,11 +247,14 @@ class SignatureIndex:
             found = self._variants[input_summary] = variant_of(input_summary)
         return found
 
-    def apply(self, failures: Iterable[FailureSample], *, count: bool | Set[str] = True) -> list[FailureRow]:
+    def apply(
+        self, failures: Iterable[FailureSample], *, count: bool | Set[OpKey] = True
+    ) -> list[FailureRow]:
         """The failure row of each failure (each gets exactly one signature).
 
         ``count`` says which failures update the statistics: all (``True``), none (``False``: the
-        caller re-assigns failures it has already counted) or those whose ``op_id`` is in the set.
+        caller re-assigns failures it has already counted) or those whose (``reporter_id``,
+        ``op_id``) is in the set (op ids are unique per API key only).
         A signature first met by a failure that is not counted is created empty (count 0), so that
         every failure row refers to a known signature.
         """
@@ -266,12 +271,13 @@ class SignatureIndex:
                     first_seen=failure.ts,
                     last_seen=failure.ts,
                 )
-            if count if isinstance(count, bool) else failure.op_id in count:
+            if count if isinstance(count, bool) else (failure.reporter_id, failure.op_id) in count:
                 self._count(sig, failure)
             # the fields come from a validated FailureSample and a signature id built here
             rows.append(
                 FailureRow.model_construct(
                     op_id=failure.op_id,
+                    reporter_id=failure.reporter_id,
                     signature_id=sig_id,
                     endpoint=failure.endpoint,
                     agent_id=failure.agent_id,
@@ -320,7 +326,7 @@ class SignatureIndex:
 
 
 def apply_failures(
-    signatures: dict[str, Signature], failures: Iterable[FailureSample], *, count: bool | Set[str] = True
+    signatures: dict[str, Signature], failures: Iterable[FailureSample], *, count: bool | Set[OpKey] = True
 ) -> list[FailureRow]:
     """:meth:`SignatureIndex.apply` for a one-off batch."""
     return SignatureIndex(signatures).apply(failures, count=count)

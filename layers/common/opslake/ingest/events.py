@@ -2,8 +2,8 @@
 
 Persist first, then acknowledge: a 202 lists only op ids SQS has accepted; if the queue fails,
 the caller gets a 503 with Retry-After and no op is listed as accepted. A client-supplied
-``op_id`` is an idempotency key, so a client that retries after a 503 cannot create duplicates
-in the lake (compaction dedupes on ``op_id``).
+``op_id`` is an idempotency key per API key, so a client that retries after a 503 cannot create
+duplicates in the lake (compaction dedupes on (``reporter_id``, ``op_id``)).
 """
 
 from __future__ import annotations

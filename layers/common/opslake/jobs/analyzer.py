@@ -5,7 +5,8 @@ One run (every 5 minutes, or a backfill) does, in this order:
 1. take the lease on ``state/analyzer.json`` (two overlapping runs: one of them does nothing);
 2. read the failed ops of the window ``[watermark, now − settle)``, pruned on ``dt``/``hour``;
 3. give every failure exactly one signature and rewrite the ``failures`` object of each hour it
-   touched (whole, so a redone window overwrites instead of duplicating);
+   touched (whole, so a redone window overwrites instead of duplicating); a row names its op by
+   (``reporter_id``, ``op_id``), since op ids are unique per API key only;
 4. diagnose the signatures that are new or changed, at most ``diagnosis_budget`` of them, most
    frequent first, each diagnosis an object named by its id (a redo overwrites it);
 5. commit the new watermark and the signatures with one conditional write. Until that write,
@@ -18,7 +19,7 @@ cost and errors land in the lake like any other op.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -173,13 +174,13 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
             # signatures they never saw (e.g. from before the first run's lookback).
             limit = min(window.end, watermark) if watermark else window.end
             counted = {
-                f.op_id
+                (f.reporter_id, f.op_id)
                 for f in failures
                 if window.start <= f.ingested_at < limit
                 and index.signature_of(f.endpoint, f.error_type, f.error)[0] not in known_before
             }
         else:
-            counted = {f.op_id for f in failures if f.ingested_at >= window.start}
+            counted = {(f.reporter_id, f.op_id) for f in failures if f.ingested_at >= window.start}
         assigned = index.apply(failures, count=counted)
         report.failures_counted = len(counted)
         self._remember_samples(samples, failures, assigned, window)
@@ -221,7 +222,7 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
             if failure.ingested_at < window.start:
                 continue
             kept = samples.setdefault(row.signature_id, [])
-            if any(k["op_id"] == failure.op_id for k in kept):
+            if any(k["op_id"] == failure.op_id and k.get("reporter_id") == failure.reporter_id for k in kept):
                 continue
             entry = failure.model_dump(mode="json")
             if len(kept) < MAX_SAMPLES:
@@ -306,7 +307,7 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         )
 
 
-def _dedupe(failures: Any) -> list[FailureSample]:
+def _dedupe(failures: Iterable[FailureSample]) -> list[FailureSample]:
     """One row per op (the lake is at-least-once until compaction): per (reporter_id, op_id), as the
     writer and compaction keep (:mod:`opslake.lake.opkey`), so another API key's op with the same
     ``op_id`` is never dropped in favour of the first one read. A sample read without a
@@ -314,7 +315,7 @@ def _dedupe(failures: Any) -> list[FailureSample]:
     seen: set[tuple[str | None, str]] = set()
     unique = []
     for failure in failures:
-        key = (getattr(failure, "reporter_id", None), failure.op_id)
+        key = (failure.reporter_id, failure.op_id)
         if key not in seen:
             seen.add(key)
             unique.append(failure)

@@ -118,6 +118,17 @@ FROM {table}
 WHERE {window_predicate(window)} AND {_counted(excluded)} AND event_kind = 'log'"""
 
 
+#: How a ``failures`` row (``f``) is matched to its op (``o``): op ids are unique per API key only,
+#: so the key must match too. A row written before ``failures`` kept the key (NULL) still matches
+#: on ``op_id`` alone, as it always did.
+FAILURE_OF_OP = "f.op_id = o.op_id AND (f.reporter_id IS NULL OR f.reporter_id = o.reporter_id)"
+
+
+def failures_subquery(lookback: Window) -> str:
+    """The lookback's ``failures`` rows, as :data:`FAILURE_OF_OP` matches them to ops."""
+    return f"SELECT op_id, reporter_id, signature_id FROM failures WHERE {partitions_predicate(lookback.partitions())}"
+
+
 def diagnoses_sql(window: Window) -> str:
     return f"""SELECT * FROM diagnoses
 WHERE avoid AND created_at >= {timestamp_literal(window.start)} AND created_at < {timestamp_literal(window.end)}"""
@@ -126,34 +137,34 @@ WHERE avoid AND created_at >= {timestamp_literal(window.start)} AND created_at <
 def outcomes_sql(
     table: str, lookback: Window, endpoints: Sequence[str], excluded: Sequence[str] = INTERNAL
 ) -> str:
-    """Outcomes for efficacy, each failure with its signature from ``failures``; ``excluded`` keys'
-    ops (opslake's own, untrusted keys) are not measured.
+    """Outcomes for efficacy, each failure with its signature from ``failures`` (matched on
+    ``reporter_id`` and ``op_id``); ``excluded`` keys' ops (opslake's own, untrusted keys) are not
+    measured.
 
     Ordinary outcomes on the endpoints active entries target are counted per minute, endpoint,
     task class, result and signature (``count``): a day of a million ops becomes thousands of
     rows, and an op in the minute an entry was published counts as before it. Overseer
     corrections and anything carrying a ``sig_hash`` stay one row each: their order within a
-    session matters."""
+    session matters; they keep their ``reporter_id`` (a correction counts by who sent it)."""
     names = sql_string_list(endpoints)
     detail = "(o.sig_hash IS NOT NULL OR o.source = 'overseer_correction')"
     keep = {  # kept per op for detailed rows, dropped (NULL) for counted ones
         name: f"CASE WHEN {detail} THEN o.{name} END"
-        for name in ("op_id", "sig_hash", "source", "session_id", "applied_at_turn")
+        for name in ("op_id", "reporter_id", "sig_hash", "source", "session_id", "applied_at_turn")
     }
     minute = f"CASE WHEN {detail} THEN o.ts ELSE date_trunc('minute', o.ts) END"
     return f"""SELECT coalesce({keep["op_id"]}, min(o.op_id)) AS op_id, o.endpoint, min(o.agent_id) AS agent_id,
-       {minute} AS ts, o.success, o.task_class, {keep["sig_hash"]} AS sig_hash, {keep["source"]} AS source,
-       {keep["session_id"]} AS session_id, {keep["applied_at_turn"]} AS applied_at_turn, f.signature_id,
-       count(*) AS count
+       {minute} AS ts, o.success, o.task_class, {keep["reporter_id"]} AS reporter_id,
+       {keep["sig_hash"]} AS sig_hash, {keep["source"]} AS source, {keep["session_id"]} AS session_id,
+       {keep["applied_at_turn"]} AS applied_at_turn, f.signature_id, count(*) AS count
 FROM (
-  SELECT op_id, endpoint, agent_id, ts, success, task_class, sig_hash, source, session_id, applied_at_turn
+  SELECT op_id, endpoint, agent_id, reporter_id, ts, success, task_class, sig_hash, source, session_id,
+         applied_at_turn
   FROM {table}
   WHERE {window_predicate(lookback)} AND {_counted(excluded)}
     AND (endpoint IN ({names}) OR source = 'overseer_correction' OR sig_hash IS NOT NULL)
 ) o
-LEFT JOIN (
-  SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.partitions())}
-) f ON f.op_id = o.op_id
+LEFT JOIN ({failures_subquery(lookback)}) f ON {FAILURE_OF_OP}
 GROUP BY o.endpoint, {minute}, o.success, o.task_class, f.signature_id, {", ".join(keep.values())}
 LIMIT {MAX_OUTCOME_ROWS}"""
 
@@ -179,12 +190,12 @@ def reader_outcomes_sql(
   FROM {table}
   WHERE {where} AND {_counted(excluded)} AND endpoint IN ({names})
 ), f AS (
-  SELECT op_id, signature_id FROM failures WHERE {partitions_predicate(lookback.partitions())}
+  {failures_subquery(lookback)}
 )
 SELECT min(o.op_id) AS op_id, o.endpoint, min(o.agent_id) AS agent_id, date_trunc('minute', o.ts) AS ts,
        o.success, o.task_class, f.signature_id, r.entry_id, count(*) AS count
 FROM o JOIN r ON r.reporter_id = o.reporter_id AND o.ts >= r.first_read
-LEFT JOIN f ON f.op_id = o.op_id
+LEFT JOIN f ON {FAILURE_OF_OP}
 GROUP BY r.entry_id, o.endpoint, date_trunc('minute', o.ts), o.success, o.task_class, f.signature_id
 LIMIT {MAX_OUTCOME_ROWS}"""
 

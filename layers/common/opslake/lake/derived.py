@@ -36,6 +36,9 @@ FAILURES_SCHEMA = pa.schema(
         pa.field("error_type", pa.string()),
         pa.field("ts", _TS, nullable=False),
         pa.field("ingested_at", _TS, nullable=False),
+        # the op's API key: op ids are unique per key only. Last, and nullable: objects written
+        # before it existed read it as NULL (columns are matched by name).
+        pa.field("reporter_id", pa.string()),
     ]
 )
 

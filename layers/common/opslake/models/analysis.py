@@ -48,11 +48,13 @@ class FailureSample(OpRow):
 
 
 class FailureRow(BaseModel):
-    """One row of ``failures``: every failed op gets exactly one signature."""
+    """One row of ``failures``: every failed op gets exactly one signature. An op is known by
+    (``reporter_id``, ``op_id``): op ids are unique per API key only."""
 
     model_config = ConfigDict(frozen=True)
 
     op_id: Id
+    reporter_id: str | None = None  # the API key (server-set); None only in rows written before it was kept
     signature_id: Id
     endpoint: Id
     agent_id: Id
