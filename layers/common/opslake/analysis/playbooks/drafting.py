@@ -26,6 +26,7 @@ from opslake.analysis.fence import (
     fenced,
     instruction_refusal,
     label_refusal,
+    lesson_refusal,
     prompt_text,
 )
 from opslake.analysis.playbooks.grouping import CandidateGroup
@@ -42,6 +43,9 @@ HEURISTIC = "heuristic"
 MAX_NEW_CONFIDENCE = 0.9  # a new entry has to earn the rest through efficacy
 _HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 _PLACEHOLDER = re.compile(r"<([a-z]+)>")  # the normalizer's <num>, <str>: not markup, shown as {num}
+# Where the normalizer masked a network location, the agent's input named one: a shape built on it
+# would tell readers to call somewhere (the mask hides the address, not the instruction).
+_LOCATION_PLACEHOLDER = re.compile(r"<(?:url|email|ip)>")
 
 AskLlm = Callable[[str, dict[str, Any]], "str | Mapping[str, Any]"]
 """``ask_llm(prompt, json_schema)`` → the model's JSON answer (text or parsed). Raise on failure."""
@@ -153,7 +157,13 @@ def _trigger_action(group: CandidateGroup, known: KnownNames) -> tuple[str, str]
     shape = _PLACEHOLDER.sub(r"{\1}", rest if method in _HTTP_METHODS else group.template)
     call = f"{method} {group.endpoint}" if method in _HTTP_METHODS else group.endpoint
     trigger = f"{subject} task using {group.endpoint}"
-    return trigger, f"Call {call} shaped like {shape}" if shape else f"Call {call} as other agents did"
+    if not shape:
+        return trigger, f"Call {call} as other agents did"
+    action = f"Call {call} shaped like {shape}"
+    # the template is agent text too: it passes the fence whole, like an approach, or is not shown
+    if _LOCATION_PLACEHOLDER.search(group.template) or lesson_refusal(action, known, grounded=True):
+        return trigger, _fallback_action(group)
+    return trigger, action
 
 
 def _fallback_action(group: CandidateGroup) -> str:
