@@ -448,3 +448,64 @@ def test_failures_written_before_they_kept_the_api_key_still_read_and_match(jobs
     assert query(lake, "SELECT op_id, reporter_id FROM failures") == [{"op_id": "old-1", "reporter_id": None}]
     rows = query(lake, outcomes_sql("ops", Window(at(0), at(60)), ["/sql"]))
     assert [(r["op_id"], r["signature_id"], r["count"]) for r in rows] == [("old-1", "sig_old", 1)]
+
+
+def _correction_rounds(key: str, rounds: int) -> list[tuple[QueuedOp, datetime]]:
+    """``rounds`` overseer corrections from ``key``, each in its own session and followed by three
+    successes of the same signature (so each one is validated)."""
+    found = []
+    for n in range(rounds):
+        base = {"endpoint": "/sql", "agent_id": "agent-1", "reporter_id": key, "duration_ms": 1.0,
+                "session_id": f"{key}-session-{n}", "sig_hash": "sig-h1"}  # fmt: skip
+        found.append(
+            QueuedOp(
+                op_id=f"{key}-c{n}",
+                ts=at(40 + n),
+                source="overseer_correction",
+                success=True,
+                applied_at_turn=3,
+                correction="describe the table first",
+                **base,
+            )
+        )
+        found += [
+            QueuedOp(op_id=f"{key}-a{n}-{i}", ts=at(40.5 + n), source="runtime", success=True, **base)
+            for i in range(3)
+        ]
+    return [(op, op.ts) for op in found]
+
+
+def test_overseer_corrections_count_once_per_reporter_and_never_from_untrusted_keys(jobs_lake: Lake) -> None:
+    """A correction is a claim (issue 12): one key posting many corrections moves an entry as one
+    reporter, and a key that is not trusted moves it not at all."""
+    lake = jobs_lake
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(6)])
+    consolidator(lake, at(30)).run()
+    [entry] = served(lake)["entries"]
+    write_ops(lake, [*_correction_rounds("mallory", 6), *_correction_rounds("eve", 3)])
+    # eve is untrusted: her corrections count for nothing; mallory's six count as one reporter's
+    consolidator(lake, at(60), reporter_trust={"eve": "untrusted"}).run()
+    state = json.loads(
+        lake.client("s3")
+        .get_object(Bucket=lake.settings.lake_bucket, Key="state/consolidator.json")["Body"]
+        .read()
+    )
+    [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
+    assert (kept["corrections_for"], kept["correction_reporters"]) == (1, ["mallory"])
+    assert kept["confidence"] == pytest.approx(entry["confidence"] + 0.05)
+
+
+def test_with_an_untrusted_default_only_named_keys_corrections_count(jobs_lake: Lake) -> None:
+    lake = jobs_lake
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(6)])
+    consolidator(lake, at(30)).run()
+    [entry] = served(lake)["entries"]
+    write_ops(lake, _correction_rounds("stranger", 4))
+    consolidator(lake, at(60), reporter_trust_default="untrusted").run()
+    state = json.loads(
+        lake.client("s3")
+        .get_object(Bucket=lake.settings.lake_bucket, Key="state/consolidator.json")["Body"]
+        .read()
+    )
+    [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
+    assert (kept["corrections_for"], kept["confidence"]) == (0, entry["confidence"])

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opslake.analysis.efficacy import OutcomeRow, matching_entries, measure_efficacy
+from opslake.analysis.reporters import ReporterTrust
 from opslake.models.playbooks import PlaybookEntry
 
 PUBLISHED = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -167,10 +168,12 @@ def test_only_active_entries_are_measured() -> None:
 
 
 # ---- overseer corrections -----------------------------------------------------------------------
-def correction(op_id: str = "corr-1", *, turn: int = 5, session: str = "s-1") -> OutcomeRow:
+def correction(
+    op_id: str = "corr-1", *, turn: int = 5, session: str = "s-1", key: str | None = "overseer-key"
+) -> OutcomeRow:
     return OutcomeRow(
-        op_id=op_id, endpoint="/sql", agent_id="overseer", ts=PUBLISHED + timedelta(hours=1), success=True,
-        source="overseer_correction", sig_hash=SIG, applied_at_turn=turn, session_id=session,
+        op_id=op_id, endpoint="/sql", agent_id="overseer", reporter_id=key, ts=PUBLISHED + timedelta(hours=1),
+        success=True, source="overseer_correction", sig_hash=SIG, applied_at_turn=turn, session_id=session,
     )  # fmt: skip
 
 
@@ -223,3 +226,55 @@ def test_matching_falls_back_from_signature_to_group_key_to_endpoint() -> None:
     assert [e.entry_id for e in matching_entries(everything[1:], SIG, {"/sql"})] == ["pb_b"]
     assert [e.entry_id for e in matching_entries(everything[2:], SIG, {"/sql"})] == ["pb_c"]
     assert matching_entries([elsewhere], SIG, {"/sql"}) == []
+
+
+# ---- corrections count by the identity model (issue 12) ------------------------------------------
+def validated(key: str | None, n: int, *, agent: str = "overseer") -> list[OutcomeRow]:
+    """Correction ``n`` from ``key`` in a session of its own, followed by two successes."""
+    session = f"s-{key}-{n}"
+    return [
+        correction(f"corr-{key}-{n}", session=session, key=key).model_copy(update={"agent_id": agent}),
+        later(True, turn=6, session=session),
+        later(True, turn=7, session=session),
+    ]
+
+
+def test_one_key_posting_many_corrections_moves_confidence_as_one_reporter() -> None:
+    target = entry(entry_id="pb_sig", kind="avoid", signature_id=SIG)
+    rows = [row for n in range(8) for row in validated("mallory", n, agent=f"agent-{n}")]
+    result = measure_efficacy([target], rows, now=NOW)
+    (hit,) = result.entries
+    assert (hit.corrections_for, hit.confidence, hit.correction_reporters) == (1, 0.55, ["mallory"])
+    assert result.corrections == {"pb_sig": (1, 0)}
+    # later runs, and more corrections from the same key, add nothing; another key counts once more
+    more = [row for n in range(8, 12) for row in validated("mallory", n)]
+    again = measure_efficacy(result.entries, [*rows, *more, *validated("trent", 0)], now=NOW)
+    assert (again.entries[0].corrections_for, again.entries[0].confidence) == (2, 0.6)
+    assert again.entries[0].correction_reporters == ["mallory", "trent"]
+
+
+def test_an_untrusted_keys_corrections_do_not_count() -> None:
+    target = entry(entry_id="pb_sig", kind="avoid", signature_id=SIG, confidence=0.25)
+    invalidated = [correction(key="mallory"), later(False, turn=6), later(False, turn=8)]
+    trust = ReporterTrust(levels={"mallory": "untrusted"})
+    result = measure_efficacy([target], invalidated, now=NOW, trust=trust)
+    (kept,) = result.entries
+    assert (kept.confidence, kept.status, kept.corrections_against) == (0.25, "active", 0)
+    assert result.corrections == {} and result.retired == []
+    # nor do corrections without a key, or opslake's own
+    for key in (None, "opslake-analyzer"):
+        rows = [correction(key=key), later(False, turn=6), later(False, turn=8)]
+        assert measure_efficacy([target], rows, now=NOW).corrections == {}
+    # with an untrusted default, only the keys named trusted count
+    cautious = ReporterTrust(levels={"trent": "reporter"}, default="untrusted")
+    rows = [*validated("mallory", 0), *validated("trent", 0)]
+    (hit,) = measure_efficacy([target], rows, now=NOW, trust=cautious).entries
+    assert (hit.corrections_for, hit.correction_reporters) == (1, ["trent"])
+
+
+def test_a_runtime_keys_corrections_count_once_per_claimed_agent_up_to_its_cap() -> None:
+    target = entry(entry_id="pb_sig", kind="avoid", signature_id=SIG, confidence=0.2)
+    trust = ReporterTrust(levels={"runtime": "runtime"})
+    rows = [row for n in range(9) for row in validated("runtime", n, agent=f"agent-{n % 7}")]
+    (hit,) = measure_efficacy([target], rows, now=NOW, trust=trust).entries
+    assert hit.corrections_for == trust.runtime_cap == 5 and hit.confidence == 0.45

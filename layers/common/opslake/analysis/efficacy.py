@@ -24,6 +24,13 @@ against the active entries it matches: entries whose ``signature_id`` equals the
 if none, entries whose ``group_key`` contains it; if none, entries on the same endpoint (the
 correction's or that of its later outcomes).
 
+A correction is a claim like any other op (any key may send ``source: overseer_correction``), so
+it counts by the identity model (:mod:`opslake.analysis.reporters`): never from a key whose trust
+level is ``untrusted`` (nor without a key, nor from opslake's own), and at most once per
+independent reporter per entry (``correction_reporters``: a reporter key once, a runtime key once
+per claimed agent up to its cap), so one key cannot move an entry by posting many corrections.
+Once an entry has :data:`MAX_TRACKED_AGENTS` correction reporters, further corrections do not count.
+
 An entry whose confidence falls below ``retire_below`` is retired.
 """
 
@@ -36,6 +43,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from opslake.analysis.reporters import ReporterTrust
 from opslake.models.ops import OpRow
 from opslake.models.playbooks import MAX_TRACKED_AGENTS, PlaybookEntry
 
@@ -55,6 +63,7 @@ class OutcomeRow(OpRow):
     """An op as efficacy reads it (outcomes and overseer corrections alike)."""
 
     success: bool
+    reporter_id: str | None = None  # the API key (server-set); the consolidator keeps it for corrections
     task_class: str | None = None
     signature_id: str | None = None  # the failure's signature (from the failures table), if any
     sig_hash: str | None = None
@@ -200,6 +209,17 @@ def matching_entries(
     return []
 
 
+def _correction_witness(entry: PlaybookEntry, correction: OutcomeRow, trust: ReporterTrust) -> str | None:
+    """The reporter a correction adds to ``entry``'s correction reporters, or None when it adds no
+    independent reporter (an untrusted key, a reporter already counted, a runtime key at its cap,
+    or an entry that tracks as many reporters as it can)."""
+    witness = trust.witness(correction.reporter_id, correction.agent_id)
+    known = entry.correction_reporters
+    if witness is None or witness in known or len(known) >= MAX_TRACKED_AGENTS:
+        return None
+    return witness if trust.count([*known, witness]) > trust.count(known) else None
+
+
 def measure_efficacy(
     entries: Iterable[PlaybookEntry],
     outcomes: Iterable[OutcomeRow],
@@ -208,12 +228,15 @@ def measure_efficacy(
     min_ops: int = 10,
     retire_below: float = 0.2,
     reader_outcomes: Iterable[OutcomeRow] = (),
+    trust: ReporterTrust | None = None,
 ) -> EfficacyResult:
     """Measure every active entry, apply overseer corrections, retire what fell below the bar.
 
     ``reader_outcomes`` are outcomes of agents known to have read entries (``read_entry_ids``),
     counted apart from ``outcomes`` (the same ops may be in both): they only ever form the
-    "readers" basis of the entries they name."""
+    "readers" basis of the entries they name. ``trust`` says whose corrections count (default:
+    every key as one reporter)."""
+    trust = trust or ReporterTrust()
     rows = sorted(outcomes, key=lambda r: (r.ts, r.op_id))
     readers = list(reader_outcomes)
     result = EfficacyResult(entries=[])
@@ -228,6 +251,9 @@ def measure_efficacy(
         for entry in matching_entries(list(current.values()), correction.sig_hash, endpoints):
             if correction.op_id in entry.counted_correction_ids:
                 continue
+            witness = _correction_witness(entry, correction, trust)
+            if witness is None:
+                continue
             pro, con = result.corrections.get(entry.entry_id, (0, 0))
             result.corrections[entry.entry_id] = (pro + validated, con + (not validated))
             delta = CORRECTION_FOR if validated else -CORRECTION_AGAINST
@@ -239,6 +265,7 @@ def measure_efficacy(
                     "counted_correction_ids": [*entry.counted_correction_ids, correction.op_id][
                         -MAX_TRACKED_AGENTS:
                     ],
+                    "correction_reporters": [*entry.correction_reporters, witness],
                     "updated_at": now,
                 }
             )

@@ -363,6 +363,7 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             now=now,
             min_ops=self.settings.playbook_min_ops_to_judge,
             retire_below=self.settings.playbook_retire_below,
+            trust=self.trust,
         )
         report.entries_retired = result.retired
         return result.entries

@@ -134,6 +134,10 @@ class PlaybookEntry(BaseModel):
     counted_correction_ids: Annotated[list[Id], Field(max_length=MAX_TRACKED_AGENTS)] = Field(
         default_factory=list, description="op ids of the corrections already counted (each counts once)"
     )
+    correction_reporters: Annotated[list[Witness], Field(max_length=MAX_TRACKED_AGENTS)] = Field(
+        default_factory=list,
+        description="the independent reporters whose corrections counted (each reporter counts once)",
+    )
 
     def matches(self, *, endpoint: str | None, task_class: str | None, words: list[str]) -> bool:
         """Whether the entry applies: same endpoint/task class (or none named), every word found."""
