@@ -1,4 +1,5 @@
-"""GET /profile/{agent_id}: one agent's op count, success rate, p95 latency, top errors, recent ops."""
+"""GET /profile/{agent_id}: one agent's op count, success rate, p95 latency, top errors, recent ops, and
+the API keys (reporters) that posted them: the agent_id is a claim, the key is what opslake knows."""
 
 from __future__ import annotations
 

@@ -57,3 +57,10 @@ def test_a_forged_op_with_bobs_op_id_never_replaces_bobs_op(
     mine = [op for op in profile["recent_ops"] if op["op_id"] == OP_ID]
     assert sorted(op["endpoint"] for op in mine) == ["tool:forged", "tool:real"]
     assert profile["ops"] == 2  # bob's real op is counted once, next to the other key's claim
+    # and the answer tells them apart: each op names the key that posted it, the profile its keys
+    assert sorted((op["endpoint"], op["reporter_id"]) for op in mine) == [
+        ("tool:forged", "mallory-runtime"),
+        ("tool:real", "bob-runtime"),
+    ]
+    assert profile["reporter_count"] == 2
+    assert sorted(r["reporter_id"] for r in profile["reporters"]) == ["bob-runtime", "mallory-runtime"]

@@ -336,8 +336,10 @@ def test_profile_over_the_local_lake_matches_what_was_posted(seeded: tuple[Local
     assert [op["op_id"] for op in body["recent_ops"]] == [op["op_id"] for op in reversed(mine)]
     assert body["recent_ops"][0] == {
         "op_id": "e2e-06", "ts": body["recent_ops"][0]["ts"], "endpoint": "/sql", "success": True,
-        "duration_ms": 60.0, "error_type": None,
+        "duration_ms": 60.0, "error_type": None, "reporter_id": stack.api_key.name,
     }  # fmt: skip
+    # the agent_id is a claim: the answer names the API key behind each op, and all of them (issue 12)
+    assert (body["reporter_count"], body["reporters"]) == (1, [{"reporter_id": stack.api_key.name, "ops": 6}])
 
 
 def test_profile_of_an_agent_whose_id_needs_escaping(seeded: tuple[LocalStack, httpx.Client]) -> None:

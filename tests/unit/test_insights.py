@@ -356,7 +356,7 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
     con.execute(
         "CREATE TABLE opslake_test.ops (op_id VARCHAR, ts TIMESTAMPTZ, ingested_at TIMESTAMPTZ, "
         "endpoint VARCHAR, source VARCHAR, agent_id VARCHAR, success BOOLEAN, duration_ms DOUBLE, "
-        "error_type VARCHAR, error VARCHAR, dt VARCHAR, hour VARCHAR)"
+        "error_type VARCHAR, error VARCHAR, dt VARCHAR, hour VARCHAR, reporter_id VARCHAR)"
     )
     rows = []
     for i in range(40):  # one op every 7 minutes back from NOW: 4.5 hours, across midnight
@@ -365,9 +365,9 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
         rows.append((
             f"op-{i:02d}", at, at, f"/e{i % 3}", "event" if i % 2 else "gateway", "o'brien" if i % 4 else "other",
             not failed, float(i), f"E{i % 2}" if failed else None, f"error {i}" if failed else None,
-            at.strftime("%Y-%m-%d"), at.strftime("%H"),
+            at.strftime("%Y-%m-%d"), at.strftime("%H"), "mallory" if i % 3 == 0 else "obrien-key",
         ))  # fmt: skip
-    con.executemany("INSERT INTO opslake_test.ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    con.executemany("INSERT INTO opslake_test.ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     window = Window.last_hours(NOW, 2)
     inside = [r for r in rows if r[2] >= window.start]
 
@@ -390,3 +390,11 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
     assert profile.failures == sum(1 for r in mine if not r[6])
     assert [op.op_id for op in profile.recent_ops] == [r[0] for r in mine[:10]]
     assert sum(e.count for e in profile.top_errors) == profile.failures
+    # the agent_id is a claim: each recent op names the key that posted it, and the profile says
+    # how many keys stand behind the claimed agent (issue 12)
+    assert [op.reporter_id for op in profile.recent_ops] == [r[12] for r in mine[:10]]
+    by_key = {k: sum(1 for r in mine if r[12] == k) for k in ("mallory", "obrien-key")}
+    assert profile.reporter_count == 2 and min(by_key.values()) > 0
+    assert [(k.reporter_id, k.ops) for k in profile.reporters] == sorted(
+        by_key.items(), key=lambda kv: -kv[1]
+    )

@@ -27,12 +27,14 @@ from opslake.models.insights import (
     DEFAULT_STATS_HOURS,
     MAX_ENDPOINTS,
     MAX_WINDOW_HOURS,
+    PROFILE_REPORTERS,
     RECENT_OPS,
     TOP_ERRORS,
     Breakdown,
     ErrorSummary,
     ProfileAnswer,
     RecentOp,
+    ReporterShare,
     StatsAnswer,
 )
 from opslake.models.ops import MAX_ID_CHARS, Id, now_utc
@@ -102,6 +104,8 @@ _PROFILE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("duration_ms", "double"),
     ("error_type", "varchar"),
     ("error", "varchar"),
+    ("reporter_id", "varchar"),
+    ("reporters", "bigint"),
 )
 
 
@@ -115,7 +119,8 @@ def _select(part: str, values: Mapping[str, str]) -> str:
 
 
 def profile_sql(config: ApiQueryConfig, window: Window, agent_id: str) -> str:
-    """One query, three parts (``part`` says which): the summary, the top errors, the recent ops."""
+    """One query, four parts (``part`` says which): the summary, the top errors, the recent ops and
+    the API keys (``reporter_id``) behind them: an agent_id is a claim any key can make."""
     agent_id = validate_agent_id(agent_id)
     summary = _select(
         "summary",
@@ -123,15 +128,17 @@ def profile_sql(config: ApiQueryConfig, window: Window, agent_id: str) -> str:
             "ops": "count(*)",
             "successes": "count_if(success)",
             "p95_duration_ms": "approx_percentile(duration_ms, 0.95)",
+            "reporters": "count(DISTINCT reporter_id)",
         },
     )
     errors = _select("error", {"ops": "count(*)", "error_type": "error_type", "error": "max_by(error, ts)"})
     recent = _select(
         "recent",
-        {c: c for c in ("op_id", "ts", "endpoint", "success", "duration_ms", "error_type")},
+        {c: c for c in ("op_id", "ts", "endpoint", "success", "duration_ms", "error_type", "reporter_id")},
     )
+    keys = _select("reporter", {"ops": "count(*)", "reporter_id": "reporter_id"})
     return f"""WITH scoped AS (
-  SELECT op_id, ts, endpoint, success, duration_ms, error_type, error
+  SELECT op_id, ts, endpoint, success, duration_ms, error_type, error, reporter_id
   FROM {config.table_ref}
   WHERE {window_predicate(window)} AND agent_id = {sql_string(agent_id)}
 )
@@ -140,7 +147,10 @@ UNION ALL
 SELECT * FROM ({errors} FROM scoped WHERE NOT success
   GROUP BY error_type ORDER BY count(*) DESC, error_type LIMIT {TOP_ERRORS})
 UNION ALL
-SELECT * FROM ({recent} FROM scoped ORDER BY ts DESC, op_id DESC LIMIT {RECENT_OPS})"""
+SELECT * FROM ({recent} FROM scoped ORDER BY ts DESC, op_id DESC LIMIT {RECENT_OPS})
+UNION ALL
+SELECT * FROM ({keys} FROM scoped
+  GROUP BY reporter_id ORDER BY count(*) DESC, reporter_id LIMIT {PROFILE_REPORTERS})"""
 
 
 # ---- shaping answers ----------------------------------------------------------------------------
@@ -226,6 +236,10 @@ def profile_from_result(
     recent = sorted(
         (r for r in rows if r["part"] == "recent"), key=lambda r: (_utc(r["ts"]), r["op_id"]), reverse=True
     )
+    keys = sorted(
+        (r for r in rows if r["part"] == "reporter" and r["reporter_id"] is not None),
+        key=lambda r: (-int(r["ops"]), r["reporter_id"]),
+    )
     ops, successes = int(summary["ops"]), int(summary["successes"] or 0)
     return ProfileAnswer(
         agent_id=agent_id,
@@ -247,8 +261,14 @@ def profile_from_result(
                 success=bool(r["success"]),
                 duration_ms=float(r["duration_ms"]),
                 error_type=r["error_type"],
+                reporter_id=r.get("reporter_id"),
             )
             for r in recent[:RECENT_OPS]
+        ],
+        reporter_count=int(summary.get("reporters") or 0),
+        reporters=[
+            ReporterShare(reporter_id=str(r["reporter_id"]), ops=int(r["ops"]))
+            for r in keys[:PROFILE_REPORTERS]
         ],
         engine=result.engine,
         generated_at=generated_at,

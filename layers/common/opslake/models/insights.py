@@ -16,6 +16,8 @@ DEFAULT_PROFILE_HOURS = 168
 MAX_ENDPOINTS = 100
 TOP_ERRORS = 5
 RECENT_OPS = 10
+#: API keys listed per profile at most (most ops first); ``reporter_count`` counts them all.
+PROFILE_REPORTERS = 10
 
 
 class _Answer(BaseModel):
@@ -64,10 +66,22 @@ class RecentOp(_Answer):
     success: bool
     duration_ms: float
     error_type: str | None
+    reporter_id: str | None = Field(
+        default=None,
+        description="the API key (its name) that posted the op: what opslake knows; agent_id is its claim",
+    )
+
+
+class ReporterShare(_Answer):
+    """One API key that posted ops under the claimed agent_id, and how many."""
+
+    reporter_id: str
+    ops: int = Field(ge=1)
 
 
 class ProfileAnswer(_Answer):
-    """``GET /profile/{agent_id}``: one agent's ops in the window."""
+    """``GET /profile/{agent_id}``: the ops that claim this agent_id in the window. The agent_id is
+    a claim any key can make: ``reporters`` says which API keys stand behind these ops."""
 
     agent_id: str
     window: Window
@@ -78,5 +92,13 @@ class ProfileAnswer(_Answer):
     p95_duration_ms: float | None
     top_errors: list[ErrorSummary] = Field(max_length=TOP_ERRORS)
     recent_ops: list[RecentOp] = Field(max_length=RECENT_OPS, description="most recent first (by ts)")
+    reporter_count: int = Field(
+        default=0, ge=0, description="distinct API keys that posted ops under this agent_id in the window"
+    )
+    reporters: list[ReporterShare] = Field(
+        default_factory=list,
+        max_length=PROFILE_REPORTERS,
+        description=f"those keys, most ops first (up to {PROFILE_REPORTERS})",
+    )
     engine: str
     generated_at: datetime
