@@ -7,7 +7,8 @@ each bounded (no pattern here backtracks more than a fixed window per position, 
 scanned is capped at :data:`MAX_SCAN_CHARS`):
 
 * **shapes**: provider tokens from gitleaks' rule set (:mod:`opslake.ingest.provider_rules`,
-  each rule gated by its keywords), plus private keys, JWTs, auth headers, URL passwords and
+  each rule gated by its keywords and tried only where they are, so a text naming every
+  provider costs about what its length does), plus private keys, JWTs, auth headers, URL passwords and
   opslake's own API keys (40 characters of ``[A-Za-z0-9_-]``, as API Gateway and the local
   stack make them);
 * **meaning**: the value after a secret-named key (``password=``, ``"api_key": "…"``,
@@ -16,7 +17,8 @@ scanned is capped at :data:`MAX_SCAN_CHARS`):
   right after a secret word ("the password is hunter2");
 * **wrapped**: URL-encoded and base64 tokens are decoded (bounded), checked, and replaced whole
   when what they wrap holds a secret (past :data:`MAX_DECODED_CHARS` of decoded text per call,
-  a token that decodes to text is replaced unchecked);
+  or :data:`DECODED_ALLOWANCE` more than the text's length, each decoded text counting at least
+  :data:`MIN_DECODED_CHARGE`, a token that decodes to text is replaced unchecked);
 * **entropy**: a bare token that reads as random (mixed classes, high Shannon entropy) and not as
   an id opslake itself uses (ULID, UUID, hex digests, trace ids).
 
@@ -27,12 +29,12 @@ must stay a valid id.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Iterator
 from functools import cache, lru_cache
 from itertools import pairwise
 from urllib.parse import unquote_plus
@@ -47,6 +49,13 @@ MAX_VALUE_CHARS = 512  # a quoted or unquoted value after a secret-named key
 MAX_QUOTED_SECRET_CHARS = 4_096  # a quoted value under a strong key (a PEM key in JSON is ~1.7k)
 MAX_ENCODED_CHARS = 4_096  # longest URL-encoded or base64 token that is decoded
 MAX_DECODED_CHARS = 8_192  # decoded text scanned per redact() call; past it, wrapped text goes whole
+DECODED_ALLOWANCE = 512  # ... and at most this much more than the text's own length (work per byte)
+# A text shorter than this holds a secret only after a secret word, in a URL-encoded token or in
+# one of these shapes (a bearer token, a URL or curl password, a JWT, Slack tokens): every other
+# shape, provider rule, base64 or random-looking token is at least this long (tests check it).
+SHORT_TEXT_CHARS = 16
+_SHORT_GATE = re.compile(r"(?i)bearer|basic|://|-u|%|xox|xapp|ey")
+MIN_DECODED_CHARGE = 64  # the least a decoded text costs of that budget (each check has a fixed cost)
 MAX_DEPTH = 2  # base64 inside URL-encoding (or the reverse), no further
 
 # ---- secret names --------------------------------------------------------------------------
@@ -190,6 +199,7 @@ _WORDISH = re.compile(r"[A-Za-z][a-z]{2,}")
 _CLASSES = (re.compile(r"[A-Z]"), re.compile(r"[a-z]"), re.compile(r"[0-9]"))
 _SWITCH = re.compile(r"[0-9](?=[^0-9])|[^0-9](?=[0-9])")
 
+_URLSAFE = str.maketrans("-_", "+/")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _URL_TOKEN = re.compile(r"""[^\s"'<>`]{4,""" + str(MAX_ENCODED_CHARS) + "}")
 _B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{16," + str(MAX_ENCODED_CHARS) + "}={0,2}")
@@ -214,12 +224,18 @@ def rule_names() -> list[str]:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+_XLOGX = [0.0, *(c * math.log2(c) for c in range(1, 4_097))]  # c·log2(c), looked up in C
+
+
 def entropy(text: str) -> float:
-    """Shannon entropy in bits per character."""
+    """Shannon entropy in bits per character: log2(n) - Σ c·log2(c) / n over the counts c."""
     if not text:
         return 0.0
     n = len(text)
-    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
+    counts = Counter(text).values()
+    if n < len(_XLOGX):
+        return max(0.0, math.log2(n) - sum(map(_XLOGX.__getitem__, counts)) / n)
+    return -sum(c / n * math.log2(c / n) for c in counts)
 
 
 def key_parts(key: str) -> list[str]:
@@ -294,9 +310,9 @@ def _looks_random(token: str) -> bool:
 
 
 def _counting(core: str) -> bool:
-    """An alphabet or a counting run ("abcdef…", "0123456789"), not a key."""
+    """An alphabet or a counting run ("abcdef…", "0123456789"), not a key (tokens here are ASCII)."""
     head = core[:64]  # a run starts at the front; the rest need not be walked
-    return sum(ord(b) - ord(a) == 1 for a, b in pairwise(head)) > len(head) // 2
+    return len(_STEP.findall(head)) > len(head) // 2
 
 
 # gitleaks' gate, all rules at once: one scan for every keyword, then only the rules it names.
@@ -334,6 +350,9 @@ def _trie_pattern(words: list[str]) -> str:
     return build(trie)
 
 
+# Two ASCII characters in a row ("ab", "78"), counted where they overlap: one C-level scan.
+_STEP = re.compile("(?=" + _trie_pattern([chr(c) + chr(c + 1) for c in range(0x20, 0x7E)]) + ")")
+
 # On lowercased text (the common, ASCII case) a case-sensitive trie with a first-character guard
 # is about 8 times faster than the same words under (?i); text whose length lowercasing changes
 # is scanned with the (?i) form.
@@ -342,21 +361,111 @@ _SECRET_WORD_LOWER = re.compile(r"(?=[abcdknopst])(?:" + _WORD_TRIE + r"|pw(?![a
 _SECRET_WORD = re.compile(r"(?i)(?:" + _WORD_TRIE + r"|pw(?![a-z]))")
 
 # A lookahead finds a keyword at every position; the longest one found there implies the shorter
-# ones inside it ("sk-ant-api03" holds "sk-").
+# ones inside it ("sk-ant-api03" holds "sk-") and starts the ones it begins with.
 _KEYWORDS = re.compile("(?=(" + _trie_pattern(_ALL_KEYWORDS) + "))")
 _IMPLIED = {word: frozenset(w for w in _ALL_KEYWORDS if w in word) for word in _ALL_KEYWORDS}
+_STARTS = {word: tuple(w for w in _ALL_KEYWORDS if word.startswith(w)) for word in _ALL_KEYWORDS}
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _keywords_in(text: str) -> set[str]:
+def _lower_in_place(text: str) -> str:
+    """``text`` lowercased with every character where it was (``"İ".lower()`` is two characters;
+    there only ASCII is lowered), so keyword positions are positions in ``text``."""
+    lowered = text.lower()
+    return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
+
+
+def _keyword_hits(text: str) -> list[tuple[int, str]]:
+    """Each position where a keyword begins, with the longest keyword there."""
+    return [(match.start(), match.group(1)) for match in _KEYWORDS.finditer(_lower_in_place(text))]
+
+
+def _keywords_of(hits: list[tuple[int, str]]) -> set[str]:
     found: set[str] = set()
-    for word in set(_KEYWORDS.findall(text.lower())):
+    for word in {word for _, word in hits}:
         found |= _IMPLIED[word]
     return found
 
 
 @cache
-def _provider_pattern(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _provider_pattern(rule: int) -> re.Pattern[str]:
+    return re.compile(PROVIDER_RULES[rule][2])
+
+
+# "start" rules to try where a keyword begins, by the longest keyword found there.
+_START_RULES: dict[str, tuple[int, ...]] = {
+    word: tuple(
+        sorted(
+            {
+                r
+                for w in _STARTS[word]
+                for r in _RULES_BY_KEYWORD.get(w, ())
+                if PROVIDER_RULES[r][5] == "start"
+            }
+        )
+    )
+    for word in _ALL_KEYWORDS
+}
+
+
+@cache
+def _start_patterns(word: str) -> tuple[tuple[int, re.Pattern[str]], ...]:
+    return tuple((rule, _provider_pattern(rule)) for rule in _START_RULES[word])
+
+
+def _provider_matches(
+    text: str, hits: list[tuple[int, str]], found: set[str]
+) -> Iterator[tuple[int, re.Match[str]]]:
+    """Provider rules' matches (with the rule), looked for only where their keywords are, so the work
+    per text follows its length and its keywords, not the number of rules they open (a text naming
+    all 230 keywords would otherwise be scanned 217 times). Matches may overlap; all are real."""
+    resume: dict[int, int] = {}
+    for at, word in hits:  # "start": every match begins with a keyword, so try exactly there
+        for rule, pattern in _start_patterns(word):
+            if at < resume.get(rule, 0):
+                continue  # inside this rule's previous match
+            match = pattern.match(text, at)
+            if match:
+                resume[rule] = match.end()
+                yield rule, match
+    others = sorted(
+        {r for w in found for r in _RULES_BY_KEYWORD.get(w, ()) if PROVIDER_RULES[r][5] != "start"}
+    )
+    positions: dict[str, list[int]] = {}
+    if others:
+        for at, word in hits:
+            for keyword in _STARTS[word]:
+                positions.setdefault(keyword, []).append(at)
+    for rule in others:
+        pattern = _provider_pattern(rule)
+        _id, keywords, _source, _group, _entropy, mode, width = PROVIDER_RULES[rule]
+        if mode == "scan":
+            for match in pattern.finditer(text):
+                yield rule, match
+            continue
+        # "near": every match holds a keyword and is at most ``width`` long, so it starts at most
+        # ``width`` before the keyword's end and ends at most ``width`` after its start. Windows merge;
+        # a match is kept only if it starts at or before its window's last keyword (then the text
+        # past the window's end is not needed, but for a lookahead's few characters).
+        near = sorted((at, len(k)) for k in keywords for at in positions.get(k, ()))
+        window: list[int] = []  # lo, hi, last keyword position
+        for at, length in near:
+            lo, hi = max(0, at + length - width), min(len(text), at + width + 8)
+            if window and lo <= window[1]:
+                window[1], window[2] = max(window[1], hi), at
+                continue
+            if window:
+                yield from ((rule, m) for m in _in_window(pattern, text, *window))
+            window = [lo, hi, at]
+        if window:
+            yield from ((rule, m) for m in _in_window(pattern, text, *window))
+
+
+def _in_window(pattern: re.Pattern[str], text: str, lo: int, hi: int, last: int) -> Iterator[re.Match[str]]:
+    for match in pattern.finditer(text, lo, hi):
+        if match.start() > last:
+            return
+        yield match
 
 
 class _Spans:
@@ -370,7 +479,9 @@ class _Spans:
             self.spans.append((start, end))
 
     def covers(self, pos: int) -> bool:
-        return any(start <= pos < end for start, end in self.spans)
+        """Whether ``pos`` is inside a span; the spans must have been added in order, apart."""
+        at = bisect_right(self.spans, (pos, math.inf)) - 1
+        return at >= 0 and pos < self.spans[at][1]
 
     def apply(self, text: str, replacement: str = REDACTED) -> str:
         if not self.spans:
@@ -392,20 +503,22 @@ class _Spans:
 
 # ---- passes ----------------------------------------------------------------------------------
 def _shapes(text: str) -> str:
-    found = _keywords_in(text)
+    hits = _keyword_hits(text)
+    found = _keywords_of(hits)
     gated = {index for word in found for index in _SHAPES_BY_GATE.get(word, ())}
     for index, (_name, gate, shape, replacement) in enumerate(_SHAPES):
         if not gate or index in gated:
             text = shape.sub(replacement, text)
     spans = _Spans()
-    found = _keywords_in(text) if REDACTED in text else found
-    for rule in sorted({rule for word in found for rule in _RULES_BY_KEYWORD.get(word, ())}):
-        _rule_id, _keywords, pattern, group, min_entropy = PROVIDER_RULES[rule]
-        for match in _provider_pattern(pattern).finditer(text):
-            at = group or next((i for i in range(1, (match.lastindex or 0) + 1) if match.group(i)), 0)
-            secret = match.group(at)
-            if secret and REDACTED not in secret and entropy(secret) >= min_entropy:
-                spans.add(match.start(at), match.end(at))
+    if REDACTED in text:
+        hits = _keyword_hits(text)
+        found = _keywords_of(hits)
+    for rule, match in _provider_matches(text, hits, found):
+        group, min_entropy = PROVIDER_RULES[rule][3:5]
+        at = group or next((i for i in range(1, (match.lastindex or 0) + 1) if match.group(i)), 0)
+        secret = match.group(at)
+        if secret and REDACTED not in secret and entropy(secret) >= min_entropy:
+            spans.add(match.start(at), match.end(at))
     for match in _TOKEN_40.finditer(text):  # opslake's API keys (and other 40-character keys)
         token = match.group(0)
         if any(c.isupper() for c in token) and any(c.islower() for c in token) and entropy(token) >= 4.0:
@@ -491,8 +604,15 @@ class _Budget:
         self.chars = chars
 
     def take(self, text: str) -> bool:
-        self.chars -= len(text)
+        # A decoded text costs at least MIN_DECODED_CHARGE: each check has a fixed cost (all four
+        # layers run), so many tiny tokens ("%41%42 " a thousand times) must not cost more per
+        # byte than a few long ones.
+        self.chars -= max(len(text), MIN_DECODED_CHARGE)
         return self.chars >= 0
+
+    @property
+    def spent(self) -> bool:
+        return self.chars < 0
 
 
 def _wrapped(text: str, depth: int, budget: _Budget) -> str:
@@ -505,6 +625,9 @@ def _wrapped(text: str, depth: int, budget: _Budget) -> str:
             token = match.group(0)
             if not _PERCENT.search(token):
                 continue
+            if budget.spent:  # %XX always decodes to something else: replaced unseen
+                spans.add(match.start(), match.end())
+                continue
             decoded = unquote_plus(token)
             if decoded != token and (
                 not budget.take(decoded) or _redact(decoded, depth + 1, budget) != decoded
@@ -513,6 +636,10 @@ def _wrapped(text: str, depth: int, budget: _Budget) -> str:
     for match in _B64_TOKEN.finditer(text):
         token = match.group(0)
         if spans.covers(match.start()) or REDACTED in token:
+            continue
+        core = token.rstrip("=")
+        if len(core) <= 512 and core.count("/") < 2 and _looks_random(core):
+            spans.add(match.start(), match.end())  # the entropy layer takes it whole: no need to decode
             continue
         decoded_text = _b64_text(token)
         if decoded_text is None:
@@ -527,18 +654,19 @@ def _b64_text(token: str) -> str | None:
     core = token.rstrip("=")
     if len(core) < 16 or _HEX_OR_UUID.fullmatch(core) or core.isalpha() or core.isdigit():
         return None
-    decode: Callable[[str], bytes] = (
-        base64.urlsafe_b64decode if ("-" in core or "_" in core) else base64.standard_b64decode
-    )
+    if "-" in core or "_" in core:
+        core = core.translate(_URLSAFE)
     for cut in (0, 1, 2, 3):  # the token may carry a few characters of its neighbours
         body = core[: len(core) - cut] if cut else core
-        try:
-            raw = decode(body + "=" * (-len(body) % 4))
+        try:  # what base64.b64decode does (non-alphabet characters are skipped), minus its checks
+            raw = binascii.a2b_base64(body + "=" * (-len(body) % 4))
         except (binascii.Error, ValueError):
             continue
         try:
             decoded = raw.decode("utf-8")
-        except UnicodeDecodeError:
+        except UnicodeDecodeError as exc:
+            if exc.start < len(raw) - 9:
+                return None  # a cut changes only the last bytes: the shorter ones fail here too
             continue
         if decoded and (decoded.isprintable() or _printable_share(decoded) >= 0.95):
             return decoded
@@ -570,6 +698,8 @@ def _split_path(token: str, offset: int) -> list[tuple[str, int]]:
 
 
 def _redact(text: str, depth: int, budget: _Budget) -> str:
+    if len(text) < SHORT_TEXT_CHARS and not (_SHORT_GATE.search(text) or _SECRET_WORD.search(text)):
+        return text  # nothing the layers find fits in it (attribute keys and values, small ids)
     text = _shapes(text)
     text = _meaning(text)
     text = _wrapped(text, depth, budget)
@@ -582,7 +712,7 @@ def redact(text: str) -> str:
         return text
     if len(text) > MAX_SCAN_CHARS:
         text = text[:MAX_SCAN_CHARS]
-    return _redact(text, 0, _Budget())
+    return _redact(text, 0, _Budget(min(MAX_DECODED_CHARS, DECODED_ALLOWANCE + len(text))))
 
 
 def redact_attribute(key: str, value: str) -> str:
