@@ -144,6 +144,19 @@ def test_secrets_are_found_by_meaning(text: str, secret: str) -> None:
     assert secret not in redact(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("db password: Tr0ub4dor&3xyz", "db password: [REDACTED]"),
+        ("POSTGRES_PASSWORD=Tr0ub4dor&3xyz next", "POSTGRES_PASSWORD=[REDACTED] next"),
+        ("https://x.example/?token=abc123def&page=2", "https://x.example/?token=[REDACTED]&page=2"),
+    ],
+)
+def test_an_ampersand_ends_a_value_only_where_the_next_parameter_starts(text: str, kept: str) -> None:
+    # the reviewer's case: "Tr0ub4dor&3xyz" was cut at the & and "&3xyz" reached the lake
+    assert redact(text) == kept
+
+
 def test_the_name_of_a_secret_stays_and_only_its_value_goes() -> None:
     assert redact("POSTGRES_PASSWORD=hunter2 PGHOST=db") == f"POSTGRES_PASSWORD={REDACTED} PGHOST=db"
     assert redact("token: password=hunter2") == f"token: password={REDACTED}"

@@ -115,7 +115,9 @@ _VALUE = re.compile(
         _QUOTED.format(q=q, n=name, limit=MAX_QUOTED_SECRET_CHARS)
         for q, name in (('"', "dq"), ("'", "sq"), ("`", "bq"))
     )
-    + r"""|(?P<bare>[^\s"'`,;&<>{}\[\]][^\s"'`,;&<>]{0,"""
+    # an & ends a bare value only where the next query parameter starts (?token=abc&page=2): inside
+    # a password (Tr0ub4dor&3xyz) it is part of the secret
+    + r"""|(?P<bare>[^\s"'`,;&<>{}\[\]](?:[^\s"'`,;&<>]|&(?![\w.%\-]{1,64}=)){0,"""
     + str(MAX_VALUE_CHARS - 1)
     + "})"
 )
