@@ -312,3 +312,41 @@ def test_another_keys_op_with_an_analyzed_op_id_is_counted_once_and_kept_apart(j
     assert sorted((s["reporter_id"], s["op_id"]) for kept in samples.values() for s in kept) == sorted(
         [(f"agent-{i}", f"f{i:04d}") for i in range(3)] + [("bob", f"f{i:04d}") for i in range(3)]
     )
+
+
+def test_keys_that_do_not_count_never_reach_the_diagnosis_but_their_failures_are_counted(
+    jobs_lake: Lake,
+) -> None:
+    """Issue 12: with an untrusted default, a key nobody named still gets its failures counted in a
+    signature, but neither its failure samples nor its successes (contrasts) enter the prompt."""
+    lake = jobs_lake
+
+    def keyed(o: QueuedOp, key: str, text: str) -> QueuedOp:
+        return o.model_copy(update={"reporter_id": key, "agent_id": key, "input_summary": text})
+
+    ops = [keyed(op(f"m{i}", START, mode="column", n=i), "mallory", f"MALLORY-SAMPLE-{i}") for i in range(6)]
+    ops += [keyed(op(f"a{i}", START, mode="column", n=i), "alice", f"alice attempt {i}") for i in range(2)]
+    ops += [keyed(op(f"ms{i}", START, n=i), "mallory", f"MALLORY-CONTRAST-{i}") for i in range(3)]
+    ops += [keyed(op(f"as{i}", START, n=i), "alice", f"alice success {i}") for i in range(1)]
+    write_ops(lake, [(o, START) for o in ops])
+    answer = {
+        "cause": "c",
+        "agent_adjustment": "a",
+        "avoid": False,
+        "category": "unknown_column",
+        "confidence": 0.5,
+    }
+    with FakeLlm() as server:
+        server.default = FakeLlm.answer(answer)
+        llm = LlmClient(LlmConfig(base_url=server.base_url, model="fake-model"), sleep=lambda s: None)
+        trust = {"reporter_trust": {"alice": "reporter"}, "reporter_trust_default": "untrusted"}
+        report = analyzer(
+            lake, START + timedelta(hours=1), llm=llm, analyzer_initial_lookback_h=2, **trust
+        ).run()
+        assert report.diagnoses == 1 and report.failures_counted == 8
+        prompt = json.dumps(server.completions[0].body["messages"])
+    assert "alice attempt" in prompt and "alice success" in prompt
+    assert "MALLORY" not in prompt
+    assert lake.count("SELECT sum(count) FROM signatures") == 8  # mallory's 6 failures still counted
+    samples = state(lake)["data"]["samples"]
+    assert {s["reporter_id"] for kept in samples.values() for s in kept} == {"alice"}

@@ -509,3 +509,28 @@ def test_with_an_untrusted_default_only_named_keys_corrections_count(jobs_lake: 
     )
     [kept] = [e for e in state["data"]["entries"] if e["entry_id"] == entry["entry_id"]]
     assert (kept["corrections_for"], kept["confidence"]) == (0, entry["confidence"])
+
+
+def test_with_an_untrusted_default_unnamed_keys_never_move_efficacy(jobs_lake: Lake) -> None:
+    """Allowlist mode (issue 12): outcomes are grouped in SQL (they lose their reporter_id), so the
+    query itself must keep only the named keys; a key nobody named has no efficacy outcome."""
+    lake = jobs_lake
+    allow = {
+        "reporter_trust": {f"agent-{i}": "reporter" for i in range(3)},
+        "reporter_trust_default": "untrusted",
+        "playbook_min_ops_to_judge": 10,
+    }
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(12)])
+    consolidator(lake, at(30), **allow).run()
+    [entry] = served(lake)["entries"]
+    after = [(failure(f"x{i}", at(40 + i), f"stranger-{i % 3}", n=i), at(40 + i)) for i in range(40)]
+    write_ops(lake, after + [(success(f"y{i}", at(40 + i), "agent-1", n=i), at(40 + i)) for i in range(4)])
+    report = consolidator(lake, at(100), **allow).run()
+    assert report.outcomes_read == 12 + 4  # the named keys' ops only: none of the strangers' 40
+    [row] = query(lake, "SELECT status, confidence, ops_after, failures_after FROM playbooks")
+    assert (row["status"], row["confidence"], row["ops_after"], row["failures_after"]) == (
+        "active",
+        entry["confidence"],
+        4,
+        0,
+    )

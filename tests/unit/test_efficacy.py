@@ -191,7 +191,7 @@ def test_a_validated_correction_counts_for_the_matching_entry() -> None:
     result = measure_efficacy([target, bystander], rows, now=NOW)
     by_id = {e.entry_id: e for e in result.entries}
     assert (by_id["pb_sig"].corrections_for, by_id["pb_sig"].confidence) == (1, 0.55)
-    assert by_id["pb_sig"].counted_correction_ids == ["corr-1"]
+    assert by_id["pb_sig"].counted_correction_ids == ["overseer-key/corr-1"]  # key/op id (issue 12)
     assert (by_id["pb_other"].corrections_for, by_id["pb_other"].confidence) == (0, 0.5)
     assert result.corrections == {"pb_sig": (1, 0)}
     again = measure_efficacy(result.entries, rows, now=NOW)  # counted once, whatever the window
@@ -278,3 +278,27 @@ def test_a_runtime_keys_corrections_count_once_per_claimed_agent_up_to_its_cap()
     rows = [row for n in range(9) for row in validated("runtime", n, agent=f"agent-{n % 7}")]
     (hit,) = measure_efficacy([target], rows, now=NOW, trust=trust).entries
     assert hit.corrections_for == trust.runtime_cap == 5 and hit.confidence == 0.45
+
+
+def test_another_keys_correction_with_a_counted_op_id_still_counts() -> None:
+    """Op ids are unique per API key only (issue 12): a correction another key sent first with the
+    same op_id must not make an honest key's correction look counted already."""
+    target = entry(entry_id="pb_sig", kind="avoid", signature_id=SIG)
+    rows = [
+        correction("corr-1", key="mallory", session="s-m"),
+        later(True, turn=6, session="s-m"),
+        correction("corr-1", key="alice", session="s-a"),
+        later(True, turn=6, session="s-a"),
+    ]
+    result = measure_efficacy([target], rows, now=NOW)
+    [kept] = result.entries
+    assert (kept.corrections_for, sorted(kept.correction_reporters)) == (2, ["alice", "mallory"])
+    assert sorted(kept.counted_correction_ids) == ["alice/corr-1", "mallory/corr-1"]
+
+
+def test_a_correction_id_stored_before_it_named_the_key_still_counts_it_once() -> None:
+    """Ids stored before the key was part of them are bare op ids: they match as they did."""
+    target = entry(entry_id="pb_sig", kind="avoid", signature_id=SIG, counted_correction_ids=["corr-1"])
+    rows = [correction("corr-1", key="alice"), later(True, turn=6)]
+    [kept] = measure_efficacy([target], rows, now=NOW).entries
+    assert (kept.corrections_for, kept.counted_correction_ids) == (0, ["corr-1"])

@@ -22,6 +22,7 @@ from opslake.analysis.reporters import (
     INTERNAL_REPORTERS,
     RUNTIME_MAX_REPORTERS,
     ReporterTrust,
+    cap_witnesses,
     witness_key,
 )
 from opslake.analysis.signatures import SignatureIndex
@@ -305,3 +306,55 @@ def test_get_playbooks_never_serves_a_proposed_entry_even_if_a_snapshot_holds_on
     active = proposed.model_copy(update={"entry_id": "pb_active", "status": "active", "published_at": NOW})
     document = PlaybookSnapshot(generated_at=NOW, entries=[proposed, active])
     assert [e.entry_id for e in document.select(endpoint="/sql")] == ["pb_active"]
+
+
+def test_an_untrusted_default_filters_queries_to_the_named_trusted_keys() -> None:
+    """Allowlist mode (issue 12): a key nobody named must not count in SQL either, where rows that
+    are grouped lose their reporter_id and Python can no longer filter them."""
+    allow = ReporterTrust(
+        levels={"ops-team": "reporter", "fleet": "runtime", "eve": "untrusted"}, default="untrusted"
+    )
+    assert allow.sql_predicate() == "reporter_id IN ('fleet', 'ops-team')"
+    assert allow.sql_predicate("o.reporter_id") == "o.reporter_id IN ('fleet', 'ops-team')"
+    # nobody named: nothing counts (an empty IN list matches nothing)
+    assert ReporterTrust(default="untrusted").sql_predicate() == "reporter_id IN ('')"
+    deny = ReporterTrust(levels={"o'brien": "untrusted"})
+    assert deny.sql_predicate() == (
+        "reporter_id NOT IN ('o''brien', 'opslake-analyzer', 'opslake-consolidator')"
+    )
+
+
+def test_the_sql_predicate_selects_exactly_the_keys_that_count() -> None:
+    import duckdb
+
+    keys = ["ops-team", "fleet", "eve", "stranger", "opslake-analyzer", None]
+    for trust in (
+        ReporterTrust(
+            levels={"ops-team": "reporter", "fleet": "runtime", "eve": "untrusted"}, default="untrusted"
+        ),
+        ReporterTrust(levels={"eve": "untrusted", "opslake-analyzer": "reporter"}),
+    ):
+        con = duckdb.connect()
+        con.execute("CREATE TABLE ops (reporter_id VARCHAR)")
+        con.executemany("INSERT INTO ops VALUES (?)", [(k,) for k in keys])
+        found = {
+            r[0] for r in con.execute(f"SELECT reporter_id FROM ops WHERE {trust.sql_predicate()}").fetchall()
+        }
+        assert found == {k for k in keys if trust.counts(k)}
+
+
+def test_witnesses_are_capped_per_key_before_the_overall_cap() -> None:
+    """A runtime key claiming 200 agent_ids must not push other keys' witnesses out of a list
+    capped at 200 (issue 12): it keeps its cap (5), every other key keeps its witness."""
+    runtime = [f"fleet/agent-{i:03d}" for i in range(200)]
+    others = [f"key-{i:02d}" for i in range(10)]
+    kept = cap_witnesses([*runtime, *others], per_key=RUNTIME_MAX_REPORTERS, total=200)
+    assert [w for w in kept if w.startswith("fleet/")] == runtime[:RUNTIME_MAX_REPORTERS]
+    assert set(others) <= set(kept) and len(kept) == 15
+    # the overall cap still holds, and every key keeps one witness before any keeps two
+    many = cap_witnesses(
+        [*runtime, *others, *(f"rt-{k}/a{i}" for k in range(50) for i in range(5))], total=20
+    )
+    assert len(many) == 20 and {w.partition("/")[0] for w in many} >= {"fleet", "key-00"}
+    trust = ReporterTrust(levels={"fleet": "runtime"})
+    assert trust.count(cap_witnesses([*runtime, *others], total=200)) == trust.count([*runtime, *others])

@@ -220,6 +220,22 @@ def _correction_witness(entry: PlaybookEntry, correction: OutcomeRow, trust: Rep
     return witness if trust.count([*known, witness]) > trust.count(known) else None
 
 
+def correction_id(correction: OutcomeRow) -> str:
+    """How ``counted_correction_ids`` names a counted correction: ``reporter_id/op_id`` (the key
+    escaped like a witness's), since op ids are unique per API key only: another key's correction
+    with the same ``op_id`` is another correction."""
+    key = (correction.reporter_id or "").replace("%", "%25").replace("/", "%2F")
+    return f"{key}/{correction.op_id}"
+
+
+def _already_counted(entry: PlaybookEntry, correction: OutcomeRow) -> bool:
+    """Whether ``entry`` counted this correction already. Ids stored before they named the key are
+    the bare ``op_id``: such an id still matches any correction with that op_id, as it did when it
+    was stored (it leaves the list as newer ids push it out)."""
+    counted = entry.counted_correction_ids
+    return correction_id(correction) in counted or correction.op_id in counted
+
+
 def measure_efficacy(
     entries: Iterable[PlaybookEntry],
     outcomes: Iterable[OutcomeRow],
@@ -249,7 +265,7 @@ def measure_efficacy(
     for correction, validated, endpoints in correction_verdicts(rows):
         assert correction.sig_hash is not None
         for entry in matching_entries(list(current.values()), correction.sig_hash, endpoints):
-            if correction.op_id in entry.counted_correction_ids:
+            if _already_counted(entry, correction):
                 continue
             witness = _correction_witness(entry, correction, trust)
             if witness is None:
@@ -262,7 +278,7 @@ def measure_efficacy(
                     "confidence": round(min(1.0, max(0.0, entry.confidence + delta)), 3),
                     "corrections_for": entry.corrections_for + validated,
                     "corrections_against": entry.corrections_against + (not validated),
-                    "counted_correction_ids": [*entry.counted_correction_ids, correction.op_id][
+                    "counted_correction_ids": [*entry.counted_correction_ids, correction_id(correction)][
                         -MAX_TRACKED_AGENTS:
                     ],
                     "correction_reporters": [*entry.correction_reporters, witness],

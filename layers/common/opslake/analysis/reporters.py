@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from opslake.config import TrustLevel
+from opslake.query.sqltext import sql_string_list
 
 if TYPE_CHECKING:
     from opslake.config import Settings
@@ -100,7 +101,38 @@ class ReporterTrust:
         return total
 
     def excluded(self) -> list[str]:
-        """Key names whose ops never count, whatever the default: opslake's own and those marked
-        untrusted (a query leaves them out up front; with an untrusted default, unnamed keys are
-        left out in Python, by :meth:`counts`)."""
+        """Key names never counted whatever the default: opslake's own and those marked untrusted.
+        With an untrusted default this is *not* every key that does not count (keys nobody named
+        do not count either): filter queries with :meth:`sql_predicate`, never with this list."""
         return sorted({*INTERNAL_REPORTERS, *(k for k, v in self.levels.items() if v == "untrusted")})
+
+    def trusted(self) -> list[str]:
+        """Key names named with a level that counts (``reporter`` or ``runtime``), opslake's own aside."""
+        return sorted(k for k, v in self.levels.items() if v != "untrusted" and k not in INTERNAL_REPORTERS)
+
+    def sql_predicate(self, column: str = "reporter_id") -> str:
+        """A SQL condition true exactly for the rows whose key :meth:`counts`: an allowlist
+        (``IN`` the named trusted keys) when the default is untrusted, else ``NOT IN``
+        :meth:`excluded`. A NULL key matches neither form, as :meth:`counts` says of no key."""
+        if self.default == "untrusted":
+            return f"{column} IN ({sql_string_list(self.trusted())})"
+        return f"{column} NOT IN ({sql_string_list(self.excluded())})"
+
+
+def cap_witnesses(witnesses: Iterable[str], *, per_key: int = RUNTIME_MAX_REPORTERS, total: int) -> list[str]:
+    """At most ``per_key`` witnesses per API key, then at most ``total`` in all, sorted.
+
+    A runtime key counts at most ``per_key`` agents anyway (:meth:`ReporterTrust.count`), so
+    keeping more of its witnesses adds nothing but would push other keys' witnesses out of a
+    list capped at ``total``; the cap per key comes first so no key can crowd others out. Each
+    key keeps its alphabetically first witnesses, so the result depends only on the set given."""
+    per: dict[str, list[str]] = {}
+    for witness in sorted(set(witnesses)):
+        kept = per.setdefault(witness.partition("/")[0], [])
+        if len(kept) < per_key:
+            kept.append(witness)
+    # Round-robin over keys before the total cap: every key keeps one witness before any keeps two.
+    ordered: list[str] = []
+    for rank in range(per_key):
+        ordered += [kept[rank] for _, kept in sorted(per.items()) if rank < len(kept)]
+    return sorted(ordered[:total])

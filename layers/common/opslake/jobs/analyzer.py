@@ -80,18 +80,20 @@ ORDER BY ingested_at, op_id"""
 
 
 def contrasts_sql(
-    table: str, window: Window, endpoints: Sequence[str], *, excluded: Sequence[str] = ()
+    table: str, window: Window, endpoints: Sequence[str], *, trust: ReporterTrust | None = None
 ) -> str:
-    """A few recent successes per endpoint, to show the model what working calls look like; none
-    from ``excluded`` keys (opslake's own and untrusted ones: their text never enters a prompt)."""
+    """A few recent successes per endpoint, to show the model what working calls look like; only
+    from keys that count under ``trust`` (:meth:`ReporterTrust.sql_predicate`: never opslake's own,
+    never an untrusted key's, with an untrusted default only named keys'): text from a key that
+    does not count never enters a prompt."""
     names = sql_string_list(endpoints)
-    skip = sql_string_list([*INTERNAL_REPORTERS, *excluded])
+    counted = (trust or ReporterTrust()).sql_predicate("reporter_id")
     return f"""SELECT endpoint, input_summary FROM (
   SELECT endpoint, input_summary,
          row_number() OVER (PARTITION BY endpoint ORDER BY ingested_at DESC, op_id) AS rn
   FROM {table}
   WHERE {window_predicate(window)} AND success AND input_summary IS NOT NULL AND endpoint IN ({names})
-    AND reporter_id NOT IN ({skip})
+    AND {counted}
 ) WHERE rn <= {MAX_CONTRASTS}"""
 
 
@@ -217,9 +219,11 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         window: Window,
     ) -> None:
         """Keep up to 5 recent failures per signature (texts cut), preferring distinct errors, so a
-        signature diagnosed in a later run still has evidence to show the model."""
+        signature diagnosed in a later run still has evidence to show the model. Only failures of
+        keys that count are kept: an untrusted key's failures are counted in their signature, but
+        their text never reaches the diagnosis (nor crowds out the samples that may)."""
         for failure, row in zip(failures, assigned, strict=True):
-            if failure.ingested_at < window.start:
+            if failure.ingested_at < window.start or not self.trust.counts(failure.reporter_id):
                 continue
             kept = samples.setdefault(row.signature_id, [])
             if any(k["op_id"] == failure.op_id and k.get("reporter_id") == failure.reporter_id for k in kept):
@@ -256,11 +260,16 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         contrasts: dict[str, list[str]] = {}
         if self.diagnoser.wants_contrasts:
             endpoints = [sig.endpoint for sig, _ in chosen]
-            sql = contrasts_sql(self.table, window, endpoints, excluded=self.trust.excluded())
+            sql = contrasts_sql(self.table, window, endpoints, trust=self.trust)
             for row in self.query(sql, report):
                 contrasts.setdefault(row["endpoint"], []).append(str(row["input_summary"]))
         for sig, reason in chosen:
-            sig_samples = [FailureSample.model_validate(s) for s in samples.get(sig.signature_id, [])]
+            # samples kept before a key was marked untrusted are dropped here, under today's levels
+            sig_samples = [
+                sample
+                for sample in (FailureSample.model_validate(s) for s in samples.get(sig.signature_id, []))
+                if self.trust.counts(sample.reporter_id)
+            ]
             outcome = self.diagnoser.diagnose(sig, sig_samples, contrasts.get(sig.endpoint, []))
             diagnosis_id = f"dg_{sig.signature_id}_{sig.diagnoses + 1}"
             diagnosis = Diagnosis(

@@ -131,8 +131,10 @@ class PlaybookEntry(BaseModel):
     efficacy_checked_at: UtcMs | None = None
     corrections_for: Count = Field(default=0, description="validated overseer corrections matched")
     corrections_against: Count = Field(default=0, description="invalidated overseer corrections matched")
-    counted_correction_ids: Annotated[list[Id], Field(max_length=MAX_TRACKED_AGENTS)] = Field(
-        default_factory=list, description="op ids of the corrections already counted (each counts once)"
+    counted_correction_ids: Annotated[list[Witness], Field(max_length=MAX_TRACKED_AGENTS)] = Field(
+        default_factory=list,
+        description="the corrections already counted, as reporter_id/op_id (each counts once); "
+        "a bare op id was stored before corrections kept their key",
     )
     correction_reporters: Annotated[list[Witness], Field(max_length=MAX_TRACKED_AGENTS)] = Field(
         default_factory=list,
