@@ -149,3 +149,77 @@ def test_trust_level_parameter_offers_exactly_the_settings_levels(sam_template: 
     assert parameters["ReporterTrustDefault"]["AllowedValues"] == list(get_args(TrustLevel))
     assert parameters["ReporterTrustDefault"]["Default"] == "reporter"
     assert parameters["ReporterTrust"]["Default"] == ""  # no key named: every key is one reporter
+
+
+def _setting_bounds(name: str) -> tuple[float | None, float | None]:
+    """(lowest, highest) value a numeric setting accepts (pydantic ge/gt and le/lt; None: unbounded)."""
+    import annotated_types as at
+
+    from opslake.config import Settings
+
+    low = high = None
+    for bound in Settings.model_fields[name].metadata:
+        if isinstance(bound, at.Ge | at.Gt):
+            low = float(bound.ge if isinstance(bound, at.Ge) else bound.gt)
+        if isinstance(bound, at.Le | at.Lt):
+            high = float(bound.le if isinstance(bound, at.Le) else bound.lt)
+    return low, high
+
+
+def test_numeric_parameters_are_bounded_as_their_settings_are(
+    sam_template: dict[str, Any], functions: dict[str, Any]
+) -> None:
+    """A parameter value its setting refuses deploys fine, then stops every function that loads the
+    settings (issue 12: PlaybookMinReporters above 200 stopped the consolidator at cold start)."""
+    from opslake.config import ENV_PREFIX
+
+    parameters = sam_template["Parameters"]
+    checked, loose = set(), []
+    for props in functions.values():
+        for var, value in props["Environment"]["Variables"].items():
+            if not (var.startswith(ENV_PREFIX) and isinstance(value, dict) and "Ref" in value):
+                continue
+            parameter = parameters.get(value["Ref"])
+            if parameter is None or parameter["Type"] != "Number" or value["Ref"] in checked:
+                continue
+            checked.add(value["Ref"])
+            low, high = _setting_bounds(var[len(ENV_PREFIX) :].lower())
+            if low is not None and ("MinValue" not in parameter or float(parameter["MinValue"]) < low):
+                loose.append(f"{value['Ref']}: MinValue {parameter.get('MinValue')} < {low}")
+            if high is not None and ("MaxValue" not in parameter or float(parameter["MaxValue"]) > high):
+                loose.append(f"{value['Ref']}: MaxValue {parameter.get('MaxValue')} > {high}")
+    assert "PlaybookMinReporters" in checked
+    assert not loose, loose
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "{}",
+        '{"runtime-a": "runtime", "scraper": "untrusted"}',
+        ' { "a \\"quoted\\" key" : "reporter" } ',
+        '{"ops-team":"reporter"}',
+        '{"a": "admin"}',
+        '{"a": "reporter",}',
+        '["a"]',
+        '{"a": reporter}',
+        "{",
+        '{"a": "runtime"} trailing',
+    ],
+)
+def test_reporter_trust_parameter_allows_what_the_setting_accepts(
+    sam_template: dict[str, Any], value: str
+) -> None:
+    import re
+
+    from opslake.config import Settings
+    from opslake.errors import ConfigurationError
+
+    pattern = sam_template["Parameters"]["ReporterTrust"]["AllowedPattern"]
+    try:
+        Settings.model_validate({"reporter_trust": value} if value else {})
+        accepted = True
+    except (ValueError, ConfigurationError):
+        accepted = False
+    assert (re.fullmatch(pattern, value) is not None) == accepted, value
