@@ -358,3 +358,52 @@ def test_witnesses_are_capped_per_key_before_the_overall_cap() -> None:
     assert len(many) == 20 and {w.partition("/")[0] for w in many} >= {"fleet", "key-00"}
     trust = ReporterTrust(levels={"fleet": "runtime"})
     assert trust.count(cap_witnesses([*runtime, *others], total=200)) == trust.count([*runtime, *others])
+
+
+def test_a_runtime_key_claiming_200_agents_does_not_push_honest_keys_out_of_an_entry() -> None:
+    """Issue 12: the witness list is capped at 200; a runtime key claiming 200 agent_ids used to
+    fill it (its witnesses sort first), so the entry's recount lost the honest keys and review
+    withheld an entry that enough independent reporters vouch for."""
+    trust = ReporterTrust(levels={"fleet": "runtime"})
+    rows = [op(i, key="fleet", agent=f"agent-{i:03d}") for i in range(200)]
+    rows += [op(1000 + i, key=f"zed-{i}", agent="z") for i in range(2)]
+    [group] = candidate_groups(rows, [], trust=trust)
+    assert group.reporter_count == RUNTIME_MAX_REPORTERS + 2
+    assert trust.count(group.reporters) == group.reporter_count  # the list kept counts what was counted
+    assert {"zed-0", "zed-1"} <= set(group.reporters)
+    [entry] = entries_from(rows, trust, min_reporters=RUNTIME_MAX_REPORTERS + 2)
+    assert (entry.status, entry.evidence_reporter_count) == ("active", RUNTIME_MAX_REPORTERS + 2)
+    [kept] = review(
+        [entry], trust=trust, min_reporters=RUNTIME_MAX_REPORTERS + 2, approval_mode=False, now=NOW
+    ).entries
+    assert kept.status == "active"
+    # merging more of the runtime key's agents into the entry keeps the honest keys too
+    more = [op(2000 + i, key="fleet", agent=f"agent-{i + 200:03d}") for i in range(200)]
+    [group2] = candidate_groups(more, [], trust=trust)
+    merged = merge_candidates(
+        [entry], [DistilledCandidate(group2, *distill(group2))], now=NOW, trust=trust, min_reporters=2
+    )
+    [updated] = merged.entries
+    assert {"zed-0", "zed-1"} <= set(updated.evidence_reporters)
+    assert len([w for w in updated.evidence_reporters if w.startswith("fleet/")]) == RUNTIME_MAX_REPORTERS
+
+
+def test_a_signature_keeps_at_most_the_runtime_cap_of_witnesses_per_key() -> None:
+    trust = ReporterTrust(levels={"fleet": "runtime"})
+    index = SignatureIndex({}, trust=trust)
+    failures = [
+        FailureSample(
+            op_id=f"f{i}",
+            endpoint="/sql",
+            agent_id=f"agent-{i:03d}",
+            reporter_id="fleet" if i < 300 else "alice",
+            ts=T0,
+            ingested_at=T0,
+            error="COLUMN_NOT_FOUND: Column 'x' cannot be resolved",
+            error_type="sql_failed",
+        )
+        for i in range(301)
+    ]
+    index.apply(failures, count={(f.reporter_id, f.op_id) for f in failures})
+    [sig] = index.signatures.values()
+    assert sorted(sig.reporters) == ["alice", *(f"fleet/agent-{i:03d}" for i in range(RUNTIME_MAX_REPORTERS))]

@@ -22,11 +22,12 @@ unlike ``source = 'llm'``): they are never evidence.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from opslake.config import TrustLevel
+from opslake.models.analysis import MAX_TRACKED_AGENTS
 from opslake.query.sqltext import sql_string_list
 
 if TYPE_CHECKING:
@@ -119,7 +120,9 @@ class ReporterTrust:
         return f"{column} NOT IN ({sql_string_list(self.excluded())})"
 
 
-def cap_witnesses(witnesses: Iterable[str], *, per_key: int = RUNTIME_MAX_REPORTERS, total: int) -> list[str]:
+def cap_witnesses(
+    witnesses: Iterable[str], *, per_key: int = RUNTIME_MAX_REPORTERS, total: int = MAX_TRACKED_AGENTS
+) -> list[str]:
     """At most ``per_key`` witnesses per API key, then at most ``total`` in all, sorted.
 
     A runtime key counts at most ``per_key`` agents anyway (:meth:`ReporterTrust.count`), so
@@ -136,3 +139,18 @@ def cap_witnesses(witnesses: Iterable[str], *, per_key: int = RUNTIME_MAX_REPORT
     for rank in range(per_key):
         ordered += [kept[rank] for _, kept in sorted(per.items()) if rank < len(kept)]
     return sorted(ordered[:total])
+
+
+def admits(
+    witnesses: Collection[str],
+    witness: str,
+    *,
+    per_key: int = RUNTIME_MAX_REPORTERS,
+    total: int = MAX_TRACKED_AGENTS,
+) -> bool:
+    """Whether a list kept one witness at a time (a signature's reporters) takes ``witness``: new,
+    room left in all, and its key below ``per_key`` witnesses (as :func:`cap_witnesses` keeps)."""
+    if witness in witnesses or len(witnesses) >= total:
+        return False
+    key = witness.partition("/")[0]
+    return sum(1 for w in witnesses if w.partition("/")[0] == key) < per_key

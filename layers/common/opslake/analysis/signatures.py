@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Set
 from datetime import datetime
 from typing import Any, Literal
 
-from opslake.analysis.reporters import ReporterTrust
+from opslake.analysis.reporters import ReporterTrust, admits
 from opslake.models.analysis import (
     MAX_SAMPLE_OP_IDS,
     MAX_TRACKED_AGENTS,
@@ -309,7 +309,7 @@ class SignatureIndex:
             reporters = self._reporters.get(sig.signature_id)
             if reporters is None:
                 reporters = self._reporters[sig.signature_id] = set(sig.reporters)
-            if witness not in reporters and len(reporters) < MAX_TRACKED_AGENTS:
+            if admits(reporters, witness):  # per key first: one runtime key cannot crowd others out
                 reporters.add(witness)
                 sig.reporters.append(witness)
                 sig.reporter_count = self.trust.count(sig.reporters)

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import model_validator
 
-from opslake.analysis.reporters import ReporterTrust
+from opslake.analysis.reporters import ReporterTrust, cap_witnesses
 from opslake.analysis.signatures import input_template, normalize
 from opslake.models.analysis import Diagnosis
 from opslake.models.ops import OpRow
@@ -161,7 +161,7 @@ def _rank_agents(rows: Sequence[SuccessRow | LogRow]) -> tuple[str, ...]:
 
 
 def _witnesses(rows: Iterable[SuccessRow | LogRow], trust: ReporterTrust) -> set[str]:
-    return {w for r in rows if (w := trust.witness(r.reporter_id, r.agent_id)) is not None}
+    return set(cap_witnesses(w for r in rows if (w := trust.witness(r.reporter_id, r.agent_id)) is not None))
 
 
 def _excerpts(texts: Iterable[str | None]) -> tuple[str, ...]:
@@ -272,7 +272,7 @@ def candidate_groups(
     for diagnosis in newest.values():
         if not diagnosis.avoid or diagnosis.agent_count < min_agents or diagnosis.reporter_count == 0:
             continue
-        witnesses = set(diagnosis.reporters or ())
+        witnesses = set(cap_witnesses(diagnosis.reporters or ()))
         groups.append(
             CandidateGroup(
                 group_key=_key("diagnosis", diagnosis.signature_id), source="diagnosis", kind="avoid",

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Literal
 
 from opslake.analysis.playbooks.drafting import DistilledCandidate, known_for
-from opslake.analysis.reporters import ReporterTrust
+from opslake.analysis.reporters import ReporterTrust, cap_witnesses
 from opslake.analysis.sanitize import injection_reason, is_poisoned, served_fields_refusal
 from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, PlaybookEntry
 
@@ -142,7 +142,7 @@ def merge_candidates(
             continue
         if duplicate is not None:
             agents = _union(duplicate.evidence_agents, group.agents, MAX_TRACKED_AGENTS)
-            reporters = _union(duplicate.evidence_reporters, group.reporters, MAX_TRACKED_AGENTS)
+            reporters = cap_witnesses([*duplicate.evidence_reporters, *group.reporters])
             confidence = duplicate.confidence + MERGE_PULL * (draft.confidence - duplicate.confidence)
             entries[duplicate.entry_id] = duplicate.model_copy(
                 update={
