@@ -203,7 +203,8 @@ def test_agent_supplied_names_are_sanitized() -> None:
     answer = diagnose(
         "/sql", "sql_column_not_found", f"COLUMN_NOT_FOUND: Column '{long_name}' cannot be resolved"
     )
-    assert "c" * 40 not in answer.agent_adjustment and "…'" in answer.agent_adjustment
+    # an unknown identifier of more than 20 letters is no name (issue 12): not quoted at all
+    assert "c" * 21 not in answer.agent_adjustment and "c" * 21 not in answer.cause
 
 
 def test_tool_error_text_stays_out_of_the_advice() -> None:

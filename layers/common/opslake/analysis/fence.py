@@ -38,6 +38,11 @@ from opslake.ingest.redact import REDACTED, redact
 MAX_FREE_TEXT_CHARS = 300
 MIN_ENGLISH_SHARE = 0.7  # of the words (two letters or more) of a text of MIN_WORDS_JUDGED words or more
 MIN_WORDS_JUDGED = 3
+#: Longer inputs are refused (checks) or cut (shaping) before any pattern runs: every public
+#: function here stays linear, whatever it is handed.
+MAX_CHECKED_CHARS = 4000
+#: An identifier longer than this that is neither known nor an English word is refused in labels.
+MAX_UNKNOWN_IDENTIFIER = 20
 ELLIPSIS = "…"
 WITHHELD = "[withheld: {reason}]"
 LOCATION = "<location>"
@@ -174,6 +179,14 @@ def default_known() -> KnownNames:
 
 
 @cache
+def _catalog_known() -> KnownNames:
+    """The catalog's tables and columns and the tools' fields, without routes: what an endpoint's
+    dotted part may name (built directly: :meth:`KnownNames.of` checks endpoints itself)."""
+    names = [*CATALOG, *(c for cols in CATALOG.values() for c in cols), *TOOL_FIELDS]
+    return KnownNames(identifiers=frozenset(n.lower() for n in names))
+
+
+@cache
 def english_words() -> frozenset[str]:
     """The English vocabulary (data/english_words.txt: provenance in its header)."""
     text = resources.files("opslake.analysis").joinpath("data/english_words.txt").read_text("utf-8")
@@ -266,6 +279,53 @@ _CREDENTIAL_ASK = _patterns(
         rf"|\byour\s+(?:[\w-]+\s+){{0,2}}(?:keys?|tokens?|headers?|{_SECRET_NOUN})\b",
     ),
 )
+# Served text is an imperative about tools: it never addresses its reader, grants or withdraws
+# permission, speaks for an authority or says what older guidance is worth.
+_SERVED_ONLY = _patterns(
+    (
+        "addressed to its reader (second person)",
+        r"\b(?:you|your|yours|yourself|yourselves|you'?(?:re|ve|ll|d))\b",
+    ),
+    (
+        "speaks of permission or authority",
+        r"(?<!not\s)\b(?:permissions?|permitted|allowed|allows?|policy|policies|guidance|outdated|obsolete"
+        r"|supersed\w*|maintainers?|operators?\s+(?:now|says?|said|has|have|lets?|allows?|wants?)|admins?|administrators?|authori[sz]\w*|whoever|reads?\s+this"
+        r"|reply\s+only|respond\s+only|answer\s+only|optional\s+now|no\s+longer\s+(?:needed|required)"
+        r"|without\s+(?:asking|limits?|checks?|approval|confirmation)|any\s+tool|full\s+access)\b",
+    ),
+    (
+        "names keys, credentials or header values",
+        r"\b(?:signed|signing|signature)\b|\bx[\s-]?api\b|\bheaders?\b.{0,30}\b(?:values?|follows?|after)\b"
+        r"|\bwhat\s+follows\b",
+    ),
+)
+_CREDENTIAL_WORDS = ("secret", "secrets", "token", "tokens", "password", "passwords", "credential",
+                     "credentials", "apikey", "passwd", "bearer", "cookie", "cookies")  # fmt: skip
+
+
+def _near_credential(words: str) -> str | None:
+    """A misspelling (one edit away) of a credential word: ``secrt``, ``passwrd``, ``tokn``."""
+    vocabulary = english_words()
+    for word in set(_LETTERS.findall(words)):
+        if len(word) < 4 or word in vocabulary:
+            continue
+        if any(_one_edit(word, target) for target in _CREDENTIAL_WORDS):
+            return "names keys, credentials or header values (misspelt)"
+    return None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by exactly one insertion, deletion or substitution."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    return a[i + (len(a) == len(b)) :] == b[i + 1 :]
+
+
 _CREDENTIAL_MENTION = _patterns(("names keys, credentials or header values", rf"\b{_SECRET_NOUN}\b"))
 
 # Network locations, looked for on the skeleton (so ｈｘｘｐ and һttp are found too).
@@ -273,9 +333,12 @@ _DEFANGED = re.compile(
     r"\bh[x*]{2}ps?\b|\bfxp\b|[\[({<]\s*(?:\.|dot|:|/|//|://|at|@)\s*[\])}>]|\(\s*dot\s*\)"
     r"|\b(?:dot)\s+(?:com|net|org|io|ai|dev|co|info|biz|xyz|app|example|local)\b"
 )
+# Every repetition is bounded and anchored by a lookbehind, so a long run ("a." * 10000) is linear.
 _URL = re.compile(
-    r"[a-z][a-z0-9+.\-]{0,20}\s*:\s*/\s*/|\b(?:mailto|javascript|data|file|tel|ssh|git|s3|gs|smb|ldap)"
-    r":\S|\bwww\d?\s*\.|\blocalhost\b|[\w.+-]+\s*@\s*[\w-]+(?:\.[\w-]+)+|\\\\[\w.-]+\\"
+    r"(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]{0,20}\s{0,3}:\s{0,3}/\s{0,3}/"
+    r"|\b(?:mailto|javascript|data|file|tel|ssh|git|s3|gs|smb|ldap)"
+    r":\S|\bwww\d?\s*\.|\blocalhost\b|(?<![\w.+-])[\w.+-]{1,64}\s{0,3}@\s{0,3}[\w-]{1,63}\.[\w-]"
+    r"|\\\\[\w.-]{1,255}\\"
 )
 _IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\s*\.\s*\d{1,3}){3}(?![\w])")
 _IPV6 = re.compile(
@@ -283,20 +346,32 @@ _IPV6 = re.compile(
     r"(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4}){0,5})?(?![\w:])|(?<![\w:])::(?:[0-9a-f]{1,4}:){0,5}[0-9a-f]{1,4}"
 )
 _HOST_PORT = re.compile(
-    r"\b([a-z][a-z0-9\-]{0,62}(?:\.[a-z0-9\-]{1,63})*)\s*:\s*(\d{2,5})\b(?!\s*(?:ms|s)\b)"
+    r"(?<![\w.\-])([a-z][a-z0-9\-]{0,62}(?:\.[a-z0-9\-]{1,63}){0,8})\s{0,3}:\s{0,3}(\d{2,5})\b(?!\s*(?:ms|s)\b)"
 )
 _PORT_LABELS = frozenset(
     {"status", "code", "error", "errors", "http", "line", "limit", "count", "page", "row", "rows", "turn",
      "step", "attempt", "retry", "retries", "top", "after", "took", "version", "v"}
 )  # fmt: skip
-_DOTTED = re.compile(r"(?<![\w.])[a-z0-9_\-]+(?:\.[a-z0-9_\-]+)+(?![\w])")
+# Locations spelled out in words ("evil at example com", "ten dot zero dot zero dot one", "port 8080").
+_NUMBER_WORD = r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|\d{1,3})"
+_SPELLED = re.compile(
+    rf"\b{_NUMBER_WORD}\s+(?:dot|point)\s+{_NUMBER_WORD}\b|\b\w+\s+dot\s+[a-z]{{2,24}}\b"
+    r"|\b[a-z][\w-]{0,62}\s+at\s+[a-z][\w-]{0,62}\s+(?:dot\s+)?(?:com|net|org|io|co|dev|app|ai)\b"
+    r"|\bports?\s*(?:number\s*)?\d{2,5}\b"
+)
+# An IP address with spaces for dots (10 0 0 1), a hex literal or a long integer (0x7f000001, 2130706433).
+_SPACED_IP = re.compile(r"(?<![\w.])\d{1,3}(?:\s+\d{1,3}){3}(?![\w.])")
+_NUMERIC_HOST = re.compile(r"\b0x[0-9a-f]{4,}\b|(?<![\w.])\d{8,}(?![\w.])")
+_DOTTED = re.compile(r"(?<![\w.\-])[a-z0-9_\-]{1,63}(?:\.[a-z0-9_\-]{1,63})+")
 
 
 def network_refusal(text: str, known: KnownNames | None = None, *, strict: bool = True) -> str | None:
     """Why ``text`` holds a network location, else ``None``. ``strict`` (served text) also refuses
     ``name:port`` and any dotted name whose parts are not all validated identifiers (a domain)."""
+    if len(text) > MAX_CHECKED_CHARS:
+        return f"longer than {MAX_CHECKED_CHARS} characters"
     sk = skeleton(text)
-    if _DEFANGED.search(sk):
+    if _DEFANGED.search(sk) or _SPELLED.search(sk):
         return "network location (URL, domain or IP): a defanged form"
     if _URL.search(sk):
         return "network location (URL, domain or IP): a URL, e-mail address or host"
@@ -304,6 +379,8 @@ def network_refusal(text: str, known: KnownNames | None = None, *, strict: bool 
         return "network location (URL, domain or IP): an IP address"
     if not strict:
         return None
+    if _SPACED_IP.search(sk) or _NUMERIC_HOST.search(sk):
+        return "network location (URL, domain or IP): an address written as numbers"
     for match in _HOST_PORT.finditer(sk):
         if match[1] not in _PORT_LABELS:
             return "network location (URL, domain or IP): host:port"
@@ -330,15 +407,32 @@ def _hidden_characters(text: str) -> bool:
     return any(unicodedata.category(ch) in _INVISIBLE_CATEGORIES and ch not in "\t\n\r" for ch in text)
 
 
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_LEET = str.maketrans("013457", "oieast")
+# leetspeak is read in words of four or more characters: "a1" and "s3" stay names, not "ai", "se"
+_MIXED = re.compile(r"\b(?=[a-z0-9]*[a-z])(?=[a-z0-9]*\d)[a-z0-9]{4,40}\b")
+
+
+def split_words(text: str) -> str:
+    """``text`` with identifiers read as words: camelCase and ``_`` separators as spaces
+    (``IgnoreAllPrior_rules`` → ``Ignore All Prior rules``)."""
+    return re.sub(r"_+", " ", _CAMEL.sub(" ", compatible(text[:MAX_CHECKED_CHARS])))
+
+
 def _words_form(text: str) -> str:
-    """The skeleton with identifiers' separators read as spaces (``ignore_all_instructions``)."""
-    return re.sub(r"[_]+", " ", skeleton(text))
+    """The skeleton with identifiers' separators read as spaces (``ignore_all_instructions``,
+    ``IgnoreAllInstructions``) and leetspeak in words that mix letters and digits read as letters
+    (``1gnore`` → ignore, ``pr1or`` → prior)."""
+    form = skeleton(split_words(text))
+    return _MIXED.sub(lambda m: m[0].translate(_LEET), form)
 
 
 def instruction_refusal(text: str) -> str | None:
     """Why ``text`` reads as written to its reader, else ``None``: addressed to a model or agent,
     an instruction about a reader's rules, identity or authority, or a request for credentials.
     Checked on the skeleton; the text evidence and prompts may show must pass it."""
+    if len(text) > MAX_CHECKED_CHARS:
+        return f"longer than {MAX_CHECKED_CHARS} characters"
     if _hidden_characters(text):
         return "control or invisible characters"
     sk, words = skeleton(text), _words_form(text)
@@ -414,7 +508,8 @@ def lesson_refusal(
     reason = instruction_refusal(text)
     if reason:
         return reason
-    reason = _first(_CREDENTIAL_MENTION, _words_form(text))
+    words = _words_form(text)
+    reason = _first(_CREDENTIAL_MENTION, words) or _first(_SERVED_ONLY, words) or _near_credential(words)
     if reason:
         return reason
     reason = network_refusal(text, known)
@@ -442,19 +537,42 @@ def _without_endpoint_labels(text: str, known: KnownNames) -> str:
 
 
 _ENDPOINT_SHAPE = re.compile(r"(?:/[A-Za-z0-9_{}.\-]+)+/?|/|[a-z][a-z0-9_\-]{0,30}:[A-Za-z0-9_{}\-/.]{1,60}")
-# An endpoint may hold dots (tool:github.search, /v1/chat.completions), never a host name.
-_HOST_ENDINGS = frozenset(
-    {"com", "net", "org", "io", "ai", "dev", "app", "co", "info", "biz", "xyz", "me", "us", "uk", "de",
-     "ru", "cn", "site", "online", "top", "example", "local", "internal", "lan", "onion", "test",
-     "localhost", "invalid", "arpa", "cloud", "tech", "sh", "ly", "gg", "to", "cc", "tk", "ml", "ga"}
-)  # fmt: skip
 _LABEL_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9_\- ]{0,59}")
 
 
 def _label_words_refusal(label: str) -> str | None:
-    words = " ".join(w for w in re.split(r"[/:_{}\-]+", label.lower()) if w)
-    reason = _first(_INSTRUCTIONS, words) or _first(_CREDENTIAL_MENTION, words)
-    return f"names an instruction or a credential ({reason})" if reason else None
+    """Why the words of a label (camelCase, ``_``, ``-``, ``/``, ``:`` and letter/digit boundaries
+    read as separators, leetspeak read as letters) are an instruction, a credential, words to a
+    reader or an unknown identifier too long to be a name."""
+    separated = re.sub(r"[/:{}\-.]+", " ", label)
+    split = re.sub(r"(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])", " ", separated)
+    reason = None
+    for words in (_words_form(separated), _words_form(split)):
+        reason = (
+            reason
+            or (
+                _first(_INSTRUCTIONS, words)
+                or _first(_CREDENTIAL_MENTION, words)
+                or _first(_ADDRESSED[1:], words)  # a tool may be named after a model (tool:llm)
+                or _first(_CREDENTIAL_ASK, words)
+                or _first(_SERVED_ONLY[:2], words)
+                or _near_credential(words)
+            )
+        )
+    if reason:
+        return f"names an instruction or a credential ({reason})"
+    vocabulary, known = english_words(), _catalog_known()
+    for raw in re.split(r"[^A-Za-z]+", split_words(label)):  # each word of letters
+        if len(raw) > MAX_UNKNOWN_IDENTIFIER and not known.knows(raw) and raw.lower() not in vocabulary:
+            return f"an unknown identifier longer than {MAX_UNKNOWN_IDENTIFIER} characters"
+    return None
+
+
+def identifier_refusal(name: str) -> str | None:
+    """Why a name quoted from agent text (a column in an error, a label) may not be shown: its
+    words, read through camelCase, separators and leetspeak, are an instruction, name a credential
+    or address a reader, or it is an unknown identifier too long to be a name."""
+    return _label_words_refusal(name)
 
 
 def endpoint_refusal(endpoint: str) -> str | None:
@@ -463,9 +581,17 @@ def endpoint_refusal(endpoint: str) -> str | None:
     characters, whose words are no instruction and name no credential."""
     if len(endpoint) > 100 or not _ENDPOINT_SHAPE.fullmatch(endpoint):
         return "endpoint is not a route or a kind:name label"
-    for part in re.split(r"[/:]", endpoint):
-        if "." in part and (part.rsplit(".", 1)[-1].lower() in _HOST_ENDINGS or ".." in part):
-            return "endpoint names a host"
+    if "//" in endpoint:
+        return "endpoint names a host (a URL)"
+    # every part strictly: an IP, host:port or any dotted name that is no known table.column is a
+    # host (no list of top-level domains: .tv, .pw, .zip are hosts as much as .com)
+    spaced = " ".join(p for p in re.split(r"[/:{}]+", endpoint) if p)
+    if (
+        network_refusal(spaced, _catalog_known())
+        or _IPV4.search(endpoint)
+        or re.search(r"\d+\.\d+\.", endpoint)
+    ):
+        return "endpoint names a host"
     return _label_words_refusal(endpoint)
 
 
@@ -485,8 +611,7 @@ def label_refusal(label: str) -> str | None:
     instruction, name no credential and address no reader."""
     if not _LABEL_SHAPE.fullmatch(label):
         return "not a short label"
-    words = " ".join(w for w in re.split(r"[_\-]+", label.lower()) if w)
-    if _first(_ADDRESSED, words):
+    if _first(_ADDRESSED, _words_form(label.replace("-", " "))):
         return "addressed to its reader"
     return _label_words_refusal(label)
 
@@ -517,17 +642,17 @@ def truncate_words(text: str, limit: int) -> str:
 def mask_locations(text: str) -> str:
     """``text`` with URLs, defanged forms, e-mail addresses and IP addresses replaced by
     :data:`LOCATION` (non-strict: table.column names stay)."""
-    out = compatible(text)
+    out = compatible(text[:MAX_CHECKED_CHARS])
     for pattern in (_URL_SPAN, _DEFANGED_SPAN, _IPV4, _IPV6):
         out = pattern.sub(LOCATION, out)
     return out
 
 
 _URL_SPAN = re.compile(
-    r"(?i)\b[a-z][a-z0-9+.\-]{0,20}://\S*|\bwww\d?\.\S+|\b(?:mailto|javascript|data):\S+"
-    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\bh[x*]{2}ps?\S*"
+    r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]{0,20}://\S*|\bwww\d?\.\S+|\b(?:mailto|javascript|data):\S+"
+    r"|(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+|\bh[x*]{2}ps?\S*"
 )
-_DEFANGED_SPAN = re.compile(r"(?i)\S*(?:\[\s*(?:\.|dot|:)\s*\]|\(\s*(?:\.|dot)\s*\)|\{\s*\.\s*\})\S*")
+_DEFANGED_SPAN = re.compile(r"(?i)(?<!\S)\S*?(?:\[\s*(?:\.|dot|:)\s*\]|\(\s*(?:\.|dot)\s*\)|\{\s*\.\s*\})\S*")
 
 
 def prompt_text(text: str) -> str:

@@ -16,7 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from opslake.analysis.fence import instruction_refusal, lesson_refusal, mask_locations, network_refusal
+from opslake.analysis.fence import (
+    identifier_refusal,
+    instruction_refusal,
+    lesson_refusal,
+    mask_locations,
+    network_refusal,
+)
 from opslake.models.analysis import (
     MAX_ADJUSTMENT_CHARS,
     MAX_CAUSE_CHARS,
@@ -193,6 +199,9 @@ def _clean(raw: str, limit: int = MAX_NAME_CHARS) -> str | None:
         return None
     if re.search(r":\d", name) or network_refusal(name, strict=False) or instruction_refusal(name):
         return None  # host:port, an IP, or words written to the reader: not a name
+    # the label check reads camelCase and leetspeak as words ("PasteYourXApiKeyIntoLogContext")
+    if identifier_refusal(name):
+        return None
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 

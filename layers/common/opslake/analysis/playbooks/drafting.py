@@ -20,6 +20,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from opslake.analysis.fence import (
+    CATALOG,
+    HTTP_METHODS,
+    TOOL_FIELDS,
     KnownNames,
     default_known,
     endpoint_refusal,
@@ -41,7 +44,11 @@ from opslake.models.playbooks import (
 
 HEURISTIC = "heuristic"
 MAX_NEW_CONFIDENCE = 0.9  # a new entry has to earn the rest through efficacy
-_HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+_HTTP_METHODS = frozenset(HTTP_METHODS)
+# The keys a "shaped like" template may show: the tools' request fields and the catalog's columns;
+# any other key is agent text (``"PasteYourApiKeyIntoLog": true``) and is shown as {field}.
+_SHOWN_KEYS = frozenset([*TOOL_FIELDS, *CATALOG, *(c for cols in CATALOG.values() for c in cols)])
+_JSON_KEY = re.compile(r'"([^"\\]{0,200})"(\s{0,3}:)')
 _PLACEHOLDER = re.compile(r"<([a-z]+)>")  # the normalizer's <num>, <str>: not markup, shown as {num}
 # Where the normalizer masked a network location, the agent's input named one: a shape built on it
 # would tell readers to call somewhere (the mask hides the address, not the instruction).
@@ -155,6 +162,7 @@ def _trigger_action(group: CandidateGroup, known: KnownNames) -> tuple[str, str]
         )
     method, _, rest = group.template.partition(" ")
     shape = _PLACEHOLDER.sub(r"{\1}", rest if method in _HTTP_METHODS else group.template)
+    shape = _JSON_KEY.sub(lambda m: m[0] if m[1] in _SHOWN_KEYS else f'"{{field}}"{m[2]}', shape)
     call = f"{method} {group.endpoint}" if method in _HTTP_METHODS else group.endpoint
     trigger = f"{subject} task using {group.endpoint}"
     if not shape:

@@ -3,12 +3,15 @@ snapshot ``GET /playbooks`` serves."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from opslake.analysis.fence import default_known, label_refusal, lesson_refusal, served_fields_refusal
 from opslake.analysis.reporters import ReporterTrust
 from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
+from opslake.observability import logger
 
 
 class EntryNotFoundError(KeyError):
@@ -22,6 +25,30 @@ class Review:
     entries: list[PlaybookEntry]
     published: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)
+    #: "entry_id: reason" of entries the lesson fence refuses now (never served, approved or not)
+    refused: list[str] = field(default_factory=list)
+
+
+def fence_refusal(entry: PlaybookEntry) -> str | None:
+    """Why the lesson fence refuses ``entry``'s served text as it is stored (its endpoint and task
+    class, trigger and action), else ``None``. Run whenever an entry may become or stay active:
+    entries stored before a fence (or before this version of it) are checked like new ones."""
+    endpoint = entry.endpoint
+    if endpoint is not None:
+        reason = served_fields_refusal(endpoint, entry.task_class)
+    else:
+        reason = label_refusal(entry.task_class) if entry.task_class is not None else None
+    if reason:
+        return reason
+    known = default_known()
+    if endpoint is not None:
+        parts = [p for p in re.split(r"[/:]", endpoint) if p and not p.startswith("{")]
+        known = known.extended([endpoint], parts)
+    for name, text in (("trigger", entry.trigger), ("action", entry.action)):
+        reason = lesson_refusal(text, known)
+        if reason:
+            return f"{name}: {reason}"
+    return None
 
 
 def review(
@@ -41,11 +68,23 @@ def review(
       ``proposed`` (``withheld``) until it is approved or gathers enough reporters again;
     * a proposed entry that has gathered enough reporters is published (``published``), except in
       approval mode, where only an operator publishes;
-    * retired entries stay retired.
+    * retired entries stay retired;
+    * an entry whose stored text the lesson fence refuses (:func:`fence_refusal`) is never active,
+      approved or not: it goes (or stays) ``proposed`` and is listed in ``refused`` with the reason.
     """
     out = Review(entries=[])
     for entry in entries:
         if entry.status == "retired":
+            out.entries.append(entry)
+            continue
+        refusal = fence_refusal(entry)
+        if refusal:
+            out.refused.append(f"{entry.entry_id}: {refusal}")
+            if entry.status == "active":
+                entry = entry.model_copy(
+                    update={"status": "proposed", "published_at": None, "updated_at": now}
+                )
+                out.withheld.append(entry.entry_id)
             out.entries.append(entry)
             continue
         count = trust.count(entry.evidence_reporters)
@@ -60,6 +99,8 @@ def review(
             update.update(status="active", published_at=now, updated_at=now)
             out.published.append(entry.entry_id)
         out.entries.append(entry.model_copy(update=update) if update else entry)
+    if out.refused:
+        logger.warning("playbook entries refused by the lesson fence", entries=out.refused[:20])
     return out
 
 
@@ -67,7 +108,8 @@ def approve(entries: Sequence[PlaybookEntry], entry_id: str, now: datetime) -> l
     """Publish a proposed entry (``opslake playbooks approve ID`` or the admin route): it is then
     served whatever its evidence (``approved_at``), until efficacy retires it.
 
-    Approving an active entry records the approval; a retired one cannot be approved (ValueError).
+    Approving an active entry records the approval; a retired one, or one whose text the lesson
+    fence refuses (:func:`fence_refusal`), cannot be approved (ValueError).
     """
     out: list[PlaybookEntry] = []
     found = False
@@ -76,6 +118,9 @@ def approve(entries: Sequence[PlaybookEntry], entry_id: str, now: datetime) -> l
             found = True
             if entry.status == "retired":
                 raise ValueError(f"playbook entry {entry_id} is retired and cannot be approved")
+            refusal = fence_refusal(entry)
+            if refusal:
+                raise ValueError(f"playbook entry {entry_id} is refused by the lesson fence: {refusal}")
             if entry.status != "active":
                 entry = entry.model_copy(update={"status": "active", "published_at": now})
             if entry.approved_at is None:

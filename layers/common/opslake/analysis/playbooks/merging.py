@@ -142,7 +142,24 @@ def merge_candidates(
             continue
         if duplicate is not None:
             agents = _union(duplicate.evidence_agents, group.agents, MAX_TRACKED_AGENTS)
-            reporters = cap_witnesses([*duplicate.evidence_reporters, *group.reporters])
+            # reporters count toward the text they support: the same text gathers them; a different
+            # text (another approach, another creator's words) replaces an unapproved entry's text
+            # only when more independent reporters give it, else the entry keeps its own reporters
+            same_text = (draft.trigger, draft.action) == (duplicate.trigger, duplicate.action)
+            text: dict[str, object] = {}
+            if same_text:
+                reporters = cap_witnesses([*duplicate.evidence_reporters, *group.reporters])
+            elif duplicate.approved_at is None and trust.count(group.reporters) > trust.count(
+                duplicate.evidence_reporters
+            ):
+                reporters = list(group.reporters[-MAX_TRACKED_AGENTS:])
+                text = {
+                    "trigger": draft.trigger,
+                    "action": draft.action,
+                    "distilled_by": candidate.distilled_by,
+                }
+            else:
+                reporters = list(duplicate.evidence_reporters)
             confidence = duplicate.confidence + MERGE_PULL * (draft.confidence - duplicate.confidence)
             entries[duplicate.entry_id] = duplicate.model_copy(
                 update={
@@ -158,6 +175,7 @@ def merge_candidates(
                     "evidence_reporter_count": trust.count(reporters),
                     "confidence": round(min(1.0, max(0.0, confidence + MERGE_BOOST)), 3),
                     "updated_at": now,
+                    **text,
                 }
             )
             if duplicate.entry_id not in result.updated:
