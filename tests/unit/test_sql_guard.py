@@ -267,3 +267,19 @@ def test_nesting_within_the_limit_and_parentheses_in_text_are_accepted() -> None
     assert check(f"SELECT {nested} FROM ops").startswith("SELECT")
     quoted = "'" + "(" * 100 + "'"
     assert quoted in check(f"SELECT * FROM ops WHERE error = {quoted} -- {'(' * 100}")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM ops LIMIT 1.5",
+        "SELECT * FROM ops LIMIT 1e3",
+        "SELECT * FROM ops FETCH FIRST 2.5 ROWS ONLY",
+    ],
+)
+def test_a_limit_that_is_not_a_whole_number_is_a_400_not_a_crash(sql: str) -> None:
+    # found by tests/integration/test_fuzz_routes.py: the cap read the literal with int() and raised
+    with pytest.raises(SqlError) as raised:
+        check(sql)
+    assert raised.value.status == 400 and raised.value.code == "sql_syntax_error"
+    assert "whole number of rows" in raised.value.message

@@ -153,18 +153,34 @@ def _check_sources(tree: exp.Expr, allowed: set[str], database: str) -> list[str
     return read
 
 
+def _row_count(node: exp.Expr | None) -> int | None:
+    """The number of a LIMIT or FETCH written as a number literal, or None for anything else (ALL,
+    NULL, a subquery, …, which the cap replaces); 400 for a number that is not whole (``LIMIT 1.5``,
+    ``LIMIT 1e3``), which Athena refuses too."""
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return None
+    try:
+        return int(node.this)
+    except ValueError:
+        raise SqlError(
+            f"SYNTAX_ERROR: LIMIT and FETCH take a whole number of rows, not {str(node.this)[:40]!r}",
+            code="sql_syntax_error",
+            detail={"reason": "syntax"},
+        ) from None
+
+
 def _cap(tree: exp.Query, limit: int) -> exp.Query:
     """Set the root's LIMIT to at most ``limit + 1`` (a smaller literal LIMIT is kept)."""
     cap = limit + 1
     current = tree.args.get("limit")
     if isinstance(current, exp.Limit):
-        value = current.expression
-        if isinstance(value, exp.Literal) and not value.is_string and int(value.this) <= cap:
-            return tree
+        count = _row_count(current.expression)
     elif isinstance(current, exp.Fetch):
-        count = current.args.get("count")
-        if isinstance(count, exp.Literal) and not count.is_string and int(count.this) <= cap:
-            return tree
+        count = _row_count(current.args.get("count"))
+    else:
+        count = None
+    if count is not None and count <= cap:
+        return tree
     tree.set("limit", exp.Limit(expression=exp.Literal.number(cap)))
     return tree
 
