@@ -10,6 +10,7 @@ a summary: ``attributes.operation`` and ``attributes.result``, the approach verb
 says so (records without it were packed the old way; see opslake.models.playbooks).
 """
 
+import json
 from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response
@@ -21,9 +22,9 @@ from opslake.errors import BadRequestError, QueueError, ServiceUnavailableError
 from opslake.http.bodies import parse_body, request_body
 from opslake.http.identity import caller_key_id
 from opslake.http.responses import json_response
-from opslake.ingest.observe import SESSION_HEADER, TRACE_HEADER, summarize
+from opslake.ingest.observe import SESSION_HEADER, TRACE_HEADER, summarize, summarize_request
 from opslake.ingest.redact import redact
-from opslake.models.ops import MAX_ID_CHARS, MAX_SUMMARY_CHARS, Id, OpInput, now_utc
+from opslake.models.ops import MAX_ID_CHARS, MAX_SUMMARY_CHARS, Id, OpInput, QueuedOp, now_utc
 from opslake.models.playbooks import LOG_FORMAT, LOG_FORMAT_ATTRIBUTE
 from opslake.tools.app import create_tool_app
 
@@ -78,15 +79,35 @@ def log_record(body: LogRequest, headers: dict[str, str]) -> OpInput:
             "input_summary": redacted_approach(body.operation, body.approach),
             "output_summary": body.context or None,
             "error_type": "agent_reported_failure" if failed else None,
-            "error": (body.context or body.approach) if failed else None,
+            # the approach redacted with its operation here too (the ingest path redacts it alone)
+            "error": (body.context or redacted_approach(body.operation, body.approach)) if failed else None,
             "attributes": attributes,
         }
     )
 
 
+def request_summary(record: QueuedOp) -> str:
+    """What the call's own record says was asked: the logged record's fields, already redacted
+    (the raw body could hold a secret the plain redaction misses: an approach that is one only
+    next to its operation, see :func:`redacted_approach`)."""
+    attributes = record.attributes or {}
+    fields = {
+        "operation": attributes.get("operation"),
+        "result": attributes.get("result"),
+        "approach": record.input_summary,
+        "context": record.output_summary,
+        "endpoint": record.endpoint,
+        "task_class": record.task_class,
+        "op_id": record.op_id,
+    }
+    shown = {k: v for k, v in fields.items() if v is not None}
+    return "POST /log " + json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
+
+
 @app.post("/log")
 def post_log() -> Response:
     event = app.current_event
+    summarize_request(app, "POST /log")  # never the raw body, even when the call is refused below
     body = parse_body(LogRequest, request_body(event))
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     reporter_id = runtime.key_names().name_of(caller_key_id(event.raw_event["requestContext"]))
@@ -94,6 +115,7 @@ def post_log() -> Response:
         record = log_record(body, headers).to_queued(reporter_id=reporter_id, received_at=now_utc())
     except ValueError as exc:  # a bad session/trace header or an oversized record
         raise BadRequestError(f"the log entry cannot be recorded: {exc}") from exc
+    summarize_request(app, request_summary(record))
     try:
         runtime.ops_queue().send([record.to_message()])
     except QueueError as exc:

@@ -14,6 +14,7 @@ from opslake.config import load_settings
 from opslake.jobs.consolidator import logs_sql
 from opslake.models.window import Window
 from opslake.query.embedded import EmbeddedEngine
+from opslake.query.sqltext import window_predicate
 from opslake_local.drain import Drainer
 from opslake_local.stack import LocalStack
 
@@ -101,3 +102,29 @@ def test_three_agents_reporting_it_make_one_group_under_the_whole_operation(logs
     )
     draft = heuristic_draft(group)
     assert (draft.trigger, draft.action) == (REPORT["operation"], REPORT["approach"])
+
+
+SECRET = "s3cr3t-value-123"
+
+
+@pytest.mark.parametrize("result", ["success", "failure"])
+def test_a_secret_only_recognisable_next_to_its_operation_reaches_neither_record(
+    logs: Local, result: str
+) -> None:
+    """Issue 12: the middleware's record of the /log call stored the request body whole, where the
+    plain redaction misses an approach that is a secret only after its operation."""
+    op_id = logs.log(
+        operation="rotate api_key", approach=SECRET, result=result, context="", op_id=f"sec-{result}"
+    )
+    assert logs.drainer.drain().failed == 0
+    settings = load_settings()
+    now = datetime.now(UTC)
+    window = Window(now - timedelta(hours=1), now + timedelta(minutes=1))
+    sql = f"""SELECT * FROM {settings.ops_table} WHERE {window_predicate(window)}
+    AND ((op_id = '{op_id}' AND event_kind = 'log')
+      OR (endpoint = '/log' AND source = 'gateway' AND element_at(attributes, 'logged_op_id') = '{op_id}'))"""
+    rows = EmbeddedEngine.from_settings(settings).run(sql).records()
+    assert sorted(r["source"] for r in rows) == ["agent_log", "gateway"]
+    assert all(SECRET not in str(row) for row in rows), rows
+    [call] = [r for r in rows if r["source"] == "gateway"]
+    assert "rotate api_key" in call["input_summary"]  # what was asked is still said, redacted

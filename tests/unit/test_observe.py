@@ -17,6 +17,7 @@ from opslake.ingest.observe import (
     build_record,
     observe,
     summarize,
+    summarize_request,
 )
 from opslake.models import QueuedOp
 from opslake.queue import OpsQueue
@@ -126,3 +127,26 @@ def test_build_record_marks_4xx_and_5xx_as_failures() -> None:
     missing = build_record(status=404, error_code=None, error_message=None, **common)  # type: ignore[arg-type]
     assert ok.success and ok.output_summary == "HTTP 200"
     assert not missing.success and missing.error_type == "http_404"
+
+
+def test_a_route_can_say_what_was_asked_instead_of_the_body_even_when_it_fails() -> None:
+    """Issue 12: a route whose body the plain redaction cannot make safe (POST /log) gives the
+    call's record its own request summary, set before anything can fail."""
+    queue = MemoryQueue()
+    app = observe(
+        create_resolver(), Observer(lambda: queue, lambda: KeyNameResolver(lambda key_id: "agent-7"))
+    )
+
+    @app.post("/tool")
+    def tool() -> dict:
+        summarize_request(app, "POST /tool (body withheld)")
+        if app.current_event.json_body.get("fail"):
+            raise BadRequestError("refused")
+        return {"ok": True}
+
+    for body in ({"approach": "s3cr3t-value-123"}, {"approach": "s3cr3t-value-123", "fail": True}):
+        queue.messages.clear()
+        call(app, body)
+        record = only_record(queue)
+        assert record.input_summary == "POST /tool (body withheld)"
+        assert "s3cr3t" not in record.model_dump_json()

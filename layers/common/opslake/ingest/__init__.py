@@ -21,6 +21,7 @@ __all__, __getattr__ = lazy_exports(
             "build_record",
             "observe",
             "summarize",
+            "summarize_request",
         ),
         "redact": (
             "LABEL_REDACTED",

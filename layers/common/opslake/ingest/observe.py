@@ -2,7 +2,8 @@
 
 ``observe(app, ...)`` installs a Powertools middleware on a tool's resolver. For each call it
 times the work, notes what the agent asked (method, path, query and body: redacted and
-truncated by the op record contract), what came back (``output_summary`` such as "12 rows", set
+truncated by the op record contract; a route may give its own text instead, with
+:func:`summarize_request`), what came back (``output_summary`` such as "12 rows", set
 by the route with :func:`summarize`) and whether it failed (any 4xx/5xx, with the error's stable
 code as ``error_type`` and its message as ``error``), and sends one op record to the ops queue.
 
@@ -40,6 +41,7 @@ TASK_CLASS_HEADER = "x-opslake-task-class"
 
 _OUTPUT_SUMMARY = "opslake_output_summary"
 _ATTRIBUTES = "opslake_attributes"
+_REQUEST_SUMMARY = "opslake_request_summary"
 
 
 def summarize(
@@ -47,6 +49,13 @@ def summarize(
 ) -> None:
     """Called by a route: what its answer amounted to ("12 rows", "3 matches"), plus attributes."""
     app.append_context(**{_OUTPUT_SUMMARY: output_summary, _ATTRIBUTES: attributes})
+
+
+def summarize_request(app: APIGatewayRestResolver, request_summary: str) -> None:
+    """Called by a route whose body the plain redaction cannot make safe on its own (``POST /log``:
+    a secret may only be recognisable next to another field): the call's record says this instead
+    of the request body. Set it before anything can fail, so a refused call is covered too."""
+    app.append_context(**{_REQUEST_SUMMARY: request_summary})
 
 
 def describe_request(method: str, path: str, query: dict[str, str] | None, body: str | None) -> str:
@@ -165,7 +174,8 @@ class Observer:
             started_at=started_at,
             duration_ms=duration_ms,
             status=status,
-            request_text=describe_request(
+            request_text=app.context.get(_REQUEST_SUMMARY)
+            or describe_request(
                 event.http_method, event.path, event.query_string_parameters, _body_text(event)
             ),
             headers=headers,
