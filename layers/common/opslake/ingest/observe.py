@@ -70,6 +70,15 @@ def describe_request(method: str, path: str, query: dict[str, str] | None, body:
     return text[: MAX_SUMMARY_CHARS * 2]
 
 
+def _well_formed(value: Any) -> Any:
+    """A text with its lone surrogates (a proxy event's JSON may carry ``"\\udcff"`` in a query, a
+    header or a body) as U+FFFD: the record refuses them, and a client must not be able to make its
+    call leave no record that way. Anything but text is returned as it is."""
+    if not isinstance(value, str):
+        return value
+    return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def build_record(
     *,
     endpoint: str,
@@ -101,6 +110,8 @@ def build_record(
     if not success:
         fields["error_type"] = error_code or f"http_{status}"
         fields["error"] = error_message or f"HTTP {status}"
+    fields = {name: _well_formed(value) for name, value in fields.items()}
+    fields["attributes"] = {_well_formed(k): _well_formed(v) for k, v in fields["attributes"].items()}
     try:
         op = OpInput.server_record(fields)
     except ValueError:
