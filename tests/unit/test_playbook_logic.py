@@ -523,3 +523,22 @@ def test_review_refuses_stored_text_the_fence_refuses_approved_or_not() -> None:
         assert snapshot(reviewed.entries, NOW).entries == []
     with pytest.raises(ValueError, match="lesson fence"):
         approve([old.model_copy(update={"status": "proposed"})], old.entry_id, NOW)
+
+
+def test_an_approach_counts_only_its_own_reporters() -> None:
+    """One group: mallory's key (three claimed agents) gives the shortest approach, alice and bob
+    each a different honest one. Ties go to the shorter text, so mallory's is served: it may count
+    only mallory's key (one voice), not alice's and bob's, who never gave it."""
+    operation = "fill a welder shift in Austin"
+    rows = [
+        log_row(i, agent, operation, "Call /match with role only").model_copy(
+            update={"reporter_id": "mallory"}
+        )
+        for i, agent in enumerate(["m1", "m2", "m3"])
+    ]
+    rows += [log_row(10, "alice", operation, "Call /match with role, city and state, then rank by rating")]
+    rows += [log_row(11, "bob", operation, "Call /match with role and city, then check availability first")]
+    entries = _merged(rows, [])
+    assert len(entries) == 1 and entries[0].action == "Call /match with role only"
+    assert entries[0].evidence_reporters == ["mallory"]
+    assert entries[0].status == "proposed"

@@ -128,6 +128,9 @@ class CandidateGroup:
     diagnosis: Diagnosis | None = None
     reporters: tuple[str, ...] = ()
     reporter_count: int = 0
+    #: /log groups: the witnesses of each of ``approaches`` (same order). An entry whose text is one
+    #: approach counts only that approach's reporters (:func:`~.merging.supporting_reporters`).
+    approach_reporters: tuple[tuple[str, ...], ...] = ()
 
 
 # ---- grouping -----------------------------------------------------------------------------------
@@ -257,6 +260,7 @@ def candidate_groups(
                 op_ids=tuple(r.op_id for r in logs_[-MAX_EVIDENCE:]), agents=_rank_agents(logs_),
                 agent_count=len(agents), count=len(logs_), operation=operation,
                 approaches=tuple(approaches),
+                approach_reporters=tuple(tuple(sorted(cap_witnesses(support[a])))[:MAX_TRACKED_AGENTS] for a in approaches),
                 excerpts=_excerpts(r.evidence for r in logs_),
                 reporters=tuple(sorted(witnesses))[:MAX_TRACKED_AGENTS], reporter_count=trust.count(witnesses),
             )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from opslake.analysis.fence import ELLIPSIS, compatible
 from opslake.analysis.playbooks.drafting import DistilledCandidate, known_for
 from opslake.analysis.reporters import ReporterTrust, cap_witnesses
 from opslake.analysis.sanitize import injection_reason, is_poisoned, served_fields_refusal
@@ -87,6 +88,31 @@ def _union(old: Sequence[str], new: Iterable[str], cap: int) -> list[str]:
     return merged[-cap:]  # keep the newest evidence
 
 
+def supporting_reporters(candidate: DistilledCandidate) -> tuple[str, ...]:
+    """The reporters who vouch for the text ``candidate`` would serve: for a ``/log`` group whose
+    action is one of its approaches (as the fence served it, perhaps cut), that approach's
+    reporters only; otherwise (validated parts, a diagnosis, a call shape) the group's."""
+    group, action = candidate.group, _plain(candidate.draft.action.removeprefix("Avoid: "))
+    if group.source != "log" or len(group.approach_reporters) != len(group.approaches):
+        return group.reporters
+    cut = action.endswith(ELLIPSIS)
+    action = action.removesuffix(ELLIPSIS)
+    for approach, reporters in zip(group.approaches, group.approach_reporters, strict=True):
+        plain = _plain(approach)
+        if plain == action or (cut and plain.startswith(action)):
+            return reporters
+    return group.reporters
+
+
+def _plain(text: str) -> str:
+    return " ".join(compatible(text).split())
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Served texts that read the same (case and spacing aside)."""
+    return _plain(a).casefold() == _plain(b).casefold()
+
+
 def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str | None:
     """Why a distilled candidate must never become (or update) an entry."""
     group, draft = candidate.group, candidate.draft
@@ -145,14 +171,17 @@ def merge_candidates(
             # reporters count toward the text they support: the same text gathers them; a different
             # text (another approach, another creator's words) replaces an unapproved entry's text
             # only when more independent reporters give it, else the entry keeps its own reporters
-            same_text = (draft.trigger, draft.action) == (duplicate.trigger, duplicate.action)
+            support = supporting_reporters(candidate)
+            same_text = _same_text(draft.trigger, duplicate.trigger) and _same_text(
+                draft.action, duplicate.action
+            )
             text: dict[str, object] = {}
             if same_text:
-                reporters = cap_witnesses([*duplicate.evidence_reporters, *group.reporters])
-            elif duplicate.approved_at is None and trust.count(group.reporters) > trust.count(
+                reporters = cap_witnesses([*duplicate.evidence_reporters, *support])
+            elif duplicate.approved_at is None and trust.count(support) > trust.count(
                 duplicate.evidence_reporters
             ):
-                reporters = list(group.reporters[-MAX_TRACKED_AGENTS:])
+                reporters = list(support[-MAX_TRACKED_AGENTS:])
                 text = {
                     "trigger": draft.trigger,
                     "action": draft.action,
@@ -182,7 +211,7 @@ def merge_candidates(
                 result.updated.append(duplicate.entry_id)
             continue
         entry_id = entry_id_for(group.group_key)
-        reporters = list(group.reporters[-MAX_TRACKED_AGENTS:])
+        reporters = list(supporting_reporters(candidate)[-MAX_TRACKED_AGENTS:])
         vouched = trust.count(reporters) >= min_reporters
         status: Literal["proposed", "active"] = "active" if vouched and not approval_mode else "proposed"
         entries[entry_id] = PlaybookEntry(
