@@ -49,8 +49,8 @@ LOCK_FILE = "lock"
 BLOBS = "blobs"
 FORMAT_VERSION = 1
 DEFAULT_CHECKPOINT_S = 5.0
-#: How long a checkpoint waits for running invocations to finish before it tries again later
-#: (an analyzer run can take minutes; requests must not queue behind a waiting checkpoint).
+#: How long a periodic checkpoint waits for running invocations to finish before it tries again
+#: later (an analyzer run can take minutes). New requests never wait for it: see :class:`QuiesceGate`.
 QUIESCE_WAIT_S = 2.0
 
 
@@ -62,23 +62,28 @@ class PersistenceError(RuntimeError):
 class QuiesceGate:
     """Invocations share the gate; a checkpoint holds it alone.
 
-    Writer-preferring: once a checkpoint waits, new invocations wait for it (a checkpoint takes
-    milliseconds to a few seconds), so a busy stack cannot starve it; a checkpoint that does not
-    get the gate within its timeout gives up and lets them run. Not reentrant: no function invokes
-    another through the gate.
+    A periodic checkpoint (with a timeout) waits for quiet *without* holding new invocations back:
+    they only wait while a checkpoint actually runs (milliseconds to a few seconds). Holding them
+    while it waited would stall every request for the whole timeout, every few seconds, for as
+    long as a long invocation (a multi-minute analyzer run) keeps the stack from being quiet. It
+    takes the gate at the first quiet moment, or gives up and tries again later; a stack never
+    quiet for a whole timeout is not checkpointed meanwhile. The checkpoint without a timeout (at
+    stop, which must happen) is writer-preferring: once it waits, new invocations wait for it, so
+    a busy stack cannot starve it. Not reentrant: no function invokes another through the gate.
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._running = 0
         self._exclusive = False
-        self._waiting = 0
+        self._waiting = 0  # checkpoints waiting for quiet
+        self._preferred = 0  # of which without a timeout: new invocations wait for these
         self.changes = 0  # invocations since the last checkpoint (a quiet stack skips checkpoints)
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         with self._cond:
-            while self._exclusive or self._waiting:
+            while self._exclusive or self._preferred:
                 self._cond.wait()
             self._running += 1
         try:
@@ -91,10 +96,13 @@ class QuiesceGate:
 
     @contextlib.contextmanager
     def exclusive(self, timeout_s: float | None = None) -> Iterator[bool]:
-        """Yields True once no invocation runs, or False after ``timeout_s`` (then nothing is held)."""
+        """Yields True once no invocation runs, or False after ``timeout_s`` (then nothing is held).
+        Only without a timeout does the wait hold new invocations back (see the class doc)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        prefer = timeout_s is None
         with self._cond:
             self._waiting += 1
+            self._preferred += prefer
             try:
                 while self._running or self._exclusive:
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -106,6 +114,7 @@ class QuiesceGate:
                     self._exclusive = True
             finally:
                 self._waiting -= 1
+                self._preferred -= prefer
                 self._cond.notify_all()
         try:
             yield got

@@ -282,8 +282,11 @@ def test_opslake_local_up_keeps_its_data_across_a_restart(
 def test_opslake_local_up_ephemeral_says_loudly_that_it_keeps_nothing(tmp_path: Path) -> None:
     up = Up(tmp_path, "--ephemeral")
     try:
-        assert up.output.count("WARNING: --ephemeral") == 2  # at start and next to "Ctrl-C to stop."
+        # once, at start (issue 12: it was printed twice); the banner's data line says it too
+        assert up.output.count("WARNING: --ephemeral") == 1
+        assert up.output.index("WARNING: --ephemeral") < up.output.index("opslake local stack is up")
         assert "in memory only (--ephemeral)" in up.output
+        assert "\nCtrl-C to stop." in up.output
         assert json.loads(up.state.read_text())["data_dir"] is None
     finally:
         up.stop()

@@ -1,6 +1,6 @@
 """The local stack's checkpoint gate: a checkpoint sees no invocation half-way, never waits
-forever behind a long one, and new invocations wait for a checkpoint that is waiting. (Here, not
-in tests/unit: importing opslake_local imports the stack, hence moto.)"""
+forever behind a long one, and new invocations wait only for a running checkpoint or the one at
+stop. (Here, not in tests/unit: importing opslake_local imports the stack, hence moto.)"""
 
 from __future__ import annotations
 
@@ -75,3 +75,40 @@ def test_a_waiting_checkpoint_goes_before_new_invocations() -> None:
     for thread in threads:
         thread.join(5)
     assert order == ["long done", "checkpoint", "late"]
+
+
+def test_a_periodic_checkpoint_waiting_behind_a_long_invocation_never_holds_new_ones_back() -> None:
+    """Issue 12: during a multi-minute analyzer run, every periodic checkpoint attempt (every 5 s)
+    used to block all new requests for its whole wait (2 s) and then give up anyway."""
+    gate = QuiesceGate()
+    release, entered = threading.Event(), threading.Event()
+    results: list[bool] = []
+
+    def long_invocation() -> None:
+        with gate.shared():
+            release.wait(30)
+
+    def checkpoint() -> None:
+        with gate.exclusive(timeout_s=30) as quiet:
+            results.append(quiet)
+
+    def late_invocation() -> None:
+        with gate.shared():
+            entered.set()
+
+    long_thread = threading.Thread(target=long_invocation)
+    long_thread.start()
+    while not gate._running:
+        pass
+    checkpoint_thread = threading.Thread(target=checkpoint)
+    checkpoint_thread.start()
+    while not gate._waiting:  # the checkpoint waits for quiet
+        pass
+    late = threading.Thread(target=late_invocation)
+    late.start()
+    assert entered.wait(10)  # the new invocation ran while the checkpoint was still waiting
+    assert checkpoint_thread.is_alive() and results == []
+    release.set()
+    for thread in (long_thread, late, checkpoint_thread):
+        thread.join(10)
+    assert results == [True]  # and the checkpoint still got its quiet moment

@@ -81,8 +81,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         # Before saying how to stop: a Ctrl-C right after the message must stop cleanly (checkpoint).
         for signum in (signal.SIGINT, signal.SIGTERM):  # explicit: SIGINT may be ignored when backgrounded
             signal.signal(signum, lambda *_: stopped.set())
-        if data_dir is None:
-            print(EPHEMERAL_WARNING)
+        # the warning was printed once at start; the banner's "data" line says it again
         print("Ctrl-C to stop.", flush=True)
         try:
             while not stopped.wait(0.5):
