@@ -83,7 +83,8 @@ _TYPOGRAPHIC = str.maketrans(
     {"‘": "'", "’": "'", "‚": "'", "“": '"', "”": '"', "„": '"', "–": "-", "—": "-", "…": "..."}
 )
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
-_HTML_TAG = re.compile(r"<\s*/?\s*[a-zA-Z!?][^<>]{0,200}>")
+HTML_TAG = re.compile(r"<\s*/?\s*[a-zA-Z!?][^<>]{0,200}>")
+_HTML_TAG = HTML_TAG
 _PLACEHOLDER_TAG = re.compile(rf"<(?:{'|'.join(PLACEHOLDERS)})>")  # the normalizer's, not markup
 _MARKDOWN = re.compile(
     r"!?\[[^\]\n]*\]\s*[\[(]|```|`[^`\n]+`|^\s{0,3}#{1,6}\s|^\s*>\s|\*\*[^*\n]+\*\*|__[^_\n]+__", re.M
@@ -400,6 +401,20 @@ def _first(patterns: tuple[tuple[str, re.Pattern[str]], ...], text: str) -> str 
         if pattern.search(text):
             return name
     return None
+
+
+def visible(text: str) -> str:
+    """``text`` without the characters :func:`lesson_refusal` refuses as hidden: control
+    characters read as a space, format, private-use, unassigned and separator characters dropped
+    (for shaping evidence; a served text with any of them is refused, never cleaned)."""
+    out = []
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category == "Cc" or ch in "\t\n\r":
+            out.append(" ")
+        elif category not in _INVISIBLE_CATEGORIES:
+            out.append(ch)
+    return "".join(out)
 
 
 def _hidden_characters(text: str) -> bool:

@@ -16,13 +16,14 @@ import unicodedata
 
 from opslake.analysis.fence import (
     ELLIPSIS,
-    KnownNames,
+    HTML_TAG,
     endpoint_refusal,
     instruction_refusal,
     label_refusal,
     lesson_refusal,
     served_fields_refusal,
     truncate_words,
+    visible,
 )
 from opslake.ingest.redact import redact
 
@@ -42,22 +43,18 @@ _URL = re.compile(
     r"(?i)\b(?:https?|ftp|file|data|javascript)://\S*|\bwww\.[^\s/]+"
     r"|(?<![a-z0-9.\-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.){1,10}[a-z]{2,24}(?::\d{2,5})?/\S*"
 )
-_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-_HTML_TAG = re.compile(r"<\s*/?\s*[a-zA-Z!][^<>]{0,200}>")
+# What is *removed* from evidence (the fence's patterns *detect*, and refuse, a served text): a
+# markdown link whole, a scheme-less host with a path; tags and hidden characters are the fence's.
 _MARKDOWN = re.compile(r"!?\[[^\]]*\]\([^)]*\)|```|^\s{0,3}#{1,6}\s|^\s*>\s", re.M)
 _EMPHASIS = re.compile(r"\*\*|__|`")
 
 
-def injection_reason(text: str) -> str | None:
-    """Why ``text`` reads as written to its reader (addressed to a model, an instruction about its
-    rules or authority, a request for credentials), else ``None``."""
-    return instruction_refusal(text)
-
-
-def is_poisoned(text: str, known: KnownNames | None = None) -> str | None:
-    """Why ``text`` must not be served in a playbook entry, or ``None`` when it may
-    (:func:`opslake.analysis.fence.lesson_refusal`)."""
-    return lesson_refusal(text, known)
+#: Why ``text`` reads as written to its reader, else ``None``: the fence's
+#: :func:`~opslake.analysis.fence.instruction_refusal` (this name is kept for the package's API).
+injection_reason = instruction_refusal
+#: Why ``text`` must not be served in a playbook entry, else ``None``: the fence's
+#: :func:`~opslake.analysis.fence.lesson_refusal` (this name is kept for the package's API).
+is_poisoned = lesson_refusal
 
 
 def sanitize_entry_text(text: str, limit: int) -> str:
@@ -65,11 +62,10 @@ def sanitize_entry_text(text: str, limit: int) -> str:
     control characters removed, whitespace collapsed, at most ``limit`` characters."""
     # only the first few times ``limit`` characters can be kept: the rest is never read
     text = unicodedata.normalize("NFKC", text[: max(limit, 0) * 4 + 64])
-    text = _INVISIBLE.sub("", text)
-    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
+    text = visible(text)
     text = redact(text)
     text = _URL.sub("", text)
-    text = _HTML_TAG.sub(" ", text)
+    text = HTML_TAG.sub(" ", text)
     text = _MARKDOWN.sub(" ", text)
     text = _EMPHASIS.sub("", text)
     text = " ".join(text.split())

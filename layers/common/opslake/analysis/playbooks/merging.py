@@ -15,10 +15,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from opslake.analysis.fence import ELLIPSIS, compatible
+from opslake.analysis.fence import (
+    ELLIPSIS,
+    compatible,
+    instruction_refusal,
+    lesson_refusal,
+    served_fields_refusal,
+)
 from opslake.analysis.playbooks.drafting import DistilledCandidate, known_for
 from opslake.analysis.reporters import ReporterTrust, cap_witnesses
-from opslake.analysis.sanitize import injection_reason, is_poisoned, served_fields_refusal
 from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, PlaybookEntry
 
 SIMILARITY_THRESHOLD = 0.6  # Jaccard of trigger+action tokens for a near-duplicate
@@ -122,11 +127,11 @@ def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str |
     if reason:
         return reason
     for name, text in (("trigger", draft.trigger), ("action", draft.action)):
-        reason = is_poisoned(text, known_for(group))  # the group's own endpoint is a validated part
+        reason = lesson_refusal(text, known_for(group))  # the group's own endpoint is a validated part
         if reason:
             return f"{name}: {reason}"
     for text in (*draft.evidence_excerpts, *group.excerpts, *group.approaches, group.operation or ""):
-        reason = injection_reason(text)
+        reason = instruction_refusal(text)
         if reason:
             return f"evidence: {reason}"
     return None
