@@ -19,7 +19,7 @@ from opslake.analysis.playbooks import (
     snapshot,
 )
 from opslake.analysis.prompts import DATA_CLOSE, DATA_OPEN, SYSTEM_PROMPT, diagnosis_data, diagnosis_messages
-from opslake.analysis.reporters import INTERNAL_REPORTERS, RUNTIME_MAX_REPORTERS, ReporterTrust
+from opslake.analysis.reporters import INTERNAL_REPORTERS, RUNTIME_MAX_REPORTERS, ReporterTrust, cap_witnesses
 from opslake.analysis.sanitize import is_poisoned, sanitize_entry_text
 from opslake.analysis.signatures import (
     MAX_VARIANTS,
@@ -57,6 +57,7 @@ __all__ = [
     "apply_failures",
     "approve",
     "candidate_groups",
+    "cap_witnesses",
     "classify",
     "default_known",
     "diagnose_heuristically",
