@@ -1,7 +1,7 @@
 """Issue 12 end to end on the local stack: poisoned texts posted by several API keys through
 POST /events (as successes, failures and their inputs) and POST /log (as operations and
-approaches) reach no entry that GET /playbooks serves, while a benign lesson posted the same way
-is served."""
+approaches) — the measured ones and those the second review found — reach no entry that
+GET /playbooks serves, while a benign lesson posted the same way is served."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from opslake_local.drain import Drainer
 from opslake_local.loop import ANALYZER, CONSOLIDATOR
 from opslake_local.stack import LocalStack
-from tests.unit.test_fence import MEASURED
+from tests.unit.test_fence import MEASURED, SECOND_REVIEW
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -52,7 +52,7 @@ def test_poisoned_texts_posted_by_several_keys_are_never_served(
     for k, key in enumerate(keys):
         for a in range(AGENTS_PER_KEY):
             agent = f"fence-agent-{k}-{a}"
-            for i, text in enumerate(MEASURED):
+            for i, text in enumerate([*MEASURED, *SECOND_REVIEW]):
                 ops = [
                     {"endpoint": "/match", "agent_id": agent, "success": True, "duration_ms": 10.0,
                      "task_class": "staff_job", "input_summary": text},
@@ -93,7 +93,7 @@ def test_poisoned_texts_posted_by_several_keys_are_never_served(
     ]
     # the control: a benign lesson posted the same way is served, so the thresholds were met
     assert any(BENIGN_APPROACH.casefold() in text for text in served), served
-    poisoned_served = [t for t in MEASURED if any(_shows(s, t) for s in served)]
+    poisoned_served = [t for t in [*MEASURED, *SECOND_REVIEW] if any(_shows(s, t) for s in served)]
     assert poisoned_served == []
     for text in served:  # nothing of any shape the fence refuses
         assert "http" not in text and "hxxp" not in text and "10.0.0.5" not in text and "api-key" not in text

@@ -358,7 +358,7 @@ _NUMBER_WORD = r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|\d{1,3
 _SPELLED = re.compile(
     rf"\b{_NUMBER_WORD}\s+(?:dot|point)\s+{_NUMBER_WORD}\b|\b\w+\s+dot\s+[a-z]{{2,24}}\b"
     r"|\b[a-z][\w-]{0,62}\s+at\s+[a-z][\w-]{0,62}\s+(?:dot\s+)?(?:com|net|org|io|co|dev|app|ai)\b"
-    r"|\bports?\s*(?:number\s*)?\d{2,5}\b"
+    r"|\bports?\s*(?:number\s*)?(?:\d{2,5}\b|\{num\}|<num>)"
 )
 # An IP address with spaces for dots (10 0 0 1), a hex literal or a long integer (0x7f000001, 2130706433).
 _SPACED_IP = re.compile(r"(?<![\w.])\d{1,3}(?:\s+\d{1,3}){3}(?![\w.])")

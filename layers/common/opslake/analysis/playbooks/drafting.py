@@ -165,7 +165,8 @@ def _trigger_action(group: CandidateGroup, known: KnownNames) -> tuple[str, str]
     shape = _JSON_KEY.sub(lambda m: m[0] if m[1] in _SHOWN_KEYS else f'"{{field}}"{m[2]}', shape)
     call = f"{method} {group.endpoint}" if method in _HTTP_METHODS else group.endpoint
     trigger = f"{subject} task using {group.endpoint}"
-    if not shape:
+    # a shape is a request's keys and body (JSON); other text is the agent's words, not a shape
+    if not shape or (method not in _HTTP_METHODS and not shape.startswith(("{", "["))):
         return trigger, f"Call {call} as other agents did"
     action = f"Call {call} shaped like {shape}"
     # the template is agent text too: it passes the fence whole, like an approach, or is not shown
