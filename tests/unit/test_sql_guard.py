@@ -283,3 +283,20 @@ def test_a_limit_that_is_not_a_whole_number_is_a_400_not_a_crash(sql: str) -> No
         check(sql)
     assert raised.value.status == 400 and raised.value.code == "sql_syntax_error"
     assert "whole number of rows" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM workers LIMIT 100 PERCENT",
+        "SELECT * FROM workers FETCH FIRST 50 PERCENT ROWS ONLY",
+        "SELECT * FROM workers ORDER BY city FETCH FIRST 1 ROWS WITH TIES",
+    ],
+)
+def test_a_limit_that_does_not_count_rows_is_refused(sql: str) -> None:
+    # the second review: LIMIT 100 PERCENT was kept as it was and read every row of the table (the
+    # answer was trimmed only afterwards); WITH TIES returns every row tied with the last in Athena
+    with pytest.raises(SqlError) as raised:
+        check(sql)
+    assert raised.value.status == 400 and raised.value.code == "sql_syntax_error"
+    assert "PERCENT or WITH TIES" in raised.value.message

@@ -173,6 +173,14 @@ def _cap(tree: exp.Query, limit: int) -> exp.Query:
     """Set the root's LIMIT to at most ``limit + 1`` (a smaller literal LIMIT is kept)."""
     cap = limit + 1
     current = tree.args.get("limit")
+    options = current.args.get("limit_options") if isinstance(current, (exp.Limit, exp.Fetch)) else None
+    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+        # a share of the rows, or every row tied with the last: neither bounds the rows read back
+        raise SqlError(
+            "SYNTAX_ERROR: LIMIT and FETCH take a number of rows here, without PERCENT or WITH TIES",
+            code="sql_syntax_error",
+            detail={"reason": "syntax"},
+        )
     if isinstance(current, exp.Limit):
         count = _row_count(current.expression)
     elif isinstance(current, exp.Fetch):
