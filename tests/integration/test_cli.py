@@ -307,6 +307,38 @@ def test_playbooks_list_and_approve(running: Running, capsys: pytest.CaptureFixt
     assert json.loads(out)[0]["approved_at"]  # served whatever its reporters, until retired
 
 
+def test_approving_an_entry_the_fence_refuses_takes_override_fence(
+    running: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 12 (review): an entry approved before the fence (its endpoint names a host) could not be
+    # approved again once the fence withheld it; the operator may serve it over the fence, recorded
+    from datetime import UTC, datetime
+
+    from opslake.jobs.lease import StateStore
+    from opslake.models.playbooks import PlaybookEntry
+
+    s3 = running.stack.client("s3")
+    store = StateStore(s3, running.stack.bucket, "state/consolidator.json", lease_s=60)
+    lease = store.acquire()
+    assert lease is not None
+    refused = PlaybookEntry(
+        entry_id="pb_cli_fence", trigger="searching code", action="Search with the repository named",
+        kind="do", confidence=0.6, domain="search", endpoint="tool:github.search", status="proposed",
+        evidence_op_ids=["a", "b", "c"], evidence_agent_count=3, created_at=datetime.now(UTC),
+    )  # fmt: skip
+    store.commit(lease, watermark=None, data={"entries": [refused.model_dump(mode="json")]})
+
+    code, _, err = running.cli(capsys, "playbooks", "approve", "pb_cli_fence")
+    assert code != 0 and "lesson fence" in err and "--override-fence" in err
+    code, out, err = running.cli(capsys, "playbooks", "approve", "pb_cli_fence", "--override-fence")
+    assert code == 0, err
+    assert "served over the lesson fence's refusal: endpoint" in out
+    code, out, _ = running.cli(capsys, "playbooks", "list", "--format", "json")
+    [entry] = json.loads(out)
+    assert entry["status"] == "active" and entry["approved_at"]
+    assert entry["fence_override_reason"].startswith("endpoint")
+
+
 # ---- invoke (sam local invoke's habits) ---------------------------------------------------------
 @pytest.fixture
 def sent_events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:

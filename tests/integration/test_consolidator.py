@@ -185,6 +185,33 @@ def test_approval_mode_holds_entries_until_approved(jobs_lake: Lake) -> None:
     assert approved.status == "active" and [e["entry_id"] for e in served(lake)["entries"]] == [entry_id]
 
 
+def test_an_approved_entry_the_fence_refuses_stays_served_and_is_reported(jobs_lake: Lake) -> None:
+    # issue 12 (review): an entry an operator approved before this fence (its endpoint names a host)
+    # was sent back to proposed by the next run, and could not be approved again
+    lake = jobs_lake
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(6)])
+    [entry_id] = consolidator(lake, at(30)).run().entries_created
+    state = consolidator(lake, at(31)).state
+    lease = state.acquire()
+    assert lease is not None
+    old = [
+        {**raw, "endpoint": "tool:github.search", "approved_at": at(20).isoformat()}
+        for raw in lease.state.data["entries"]
+    ]
+    state.commit(lease, watermark=lease.state.watermark, data={**lease.state.data, "entries": old})
+
+    report = consolidator(lake, at(90)).run()
+    assert report.entries_withheld == [] and [e["entry_id"] for e in served(lake)["entries"]] == [entry_id]
+    [line] = report.entries_refused
+    assert line.startswith(f"approved entry the fence refuses: {entry_id}: endpoint")
+    with pytest.raises(ValueError, match="override-fence"):
+        consolidator(lake, at(91)).approve(entry_id)
+    approved = consolidator(lake, at(92)).approve(entry_id, override_fence=True)
+    assert approved.status == "active" and (approved.fence_override_reason or "").startswith("endpoint")
+    [row] = query(lake, "SELECT status, fence_override_reason FROM playbooks")
+    assert row["status"] == "active" and row["fence_override_reason"] == approved.fence_override_reason
+
+
 def test_an_entry_that_does_not_help_loses_confidence_and_is_retired(jobs_lake: Lake) -> None:
     lake = jobs_lake
     write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(12)])

@@ -162,12 +162,15 @@ def cmd_playbooks_approve(args: argparse.Namespace) -> int:
             _consolidator_state(settings, s3),
             args.entry_id,
             now=datetime.now(UTC),
+            override_fence=args.override_fence,
         )
     except EntryNotFoundError as exc:
         raise CliError(f"no playbook entry {args.entry_id!r} (see `opslake playbooks list`)", 2) from exc
     except (ValueError, LeaseLostError) as exc:
         raise CliError(str(exc)) from exc
     print(f"approved {entry.entry_id} in the {where}: {entry.kind} - {entry.trigger} -> {entry.action}")
+    if entry.fence_override_reason:
+        print(f"served over the lesson fence's refusal: {entry.fence_override_reason}")
     return 0
 
 
@@ -184,6 +187,11 @@ def add_playbooks(commands: Commands) -> None:
         "approve", help="publish a proposed entry (approval mode, or too few independent reporters)"
     )
     approve.add_argument("entry_id")
+    approve.add_argument(
+        "--override-fence",
+        action="store_true",
+        help="approve an entry whose text the lesson fence refuses (you read it; the refusal is recorded)",
+    )
     aws_options(approve, "usage plan")
     approve.set_defaults(func=cmd_playbooks_approve)
 

@@ -80,6 +80,9 @@ class ConsolidatorRun(JobReport):
     entries_retired: list[str] = field(default_factory=list)
     entries_published: list[str] = field(default_factory=list)  # proposed → active: enough reporters
     entries_withheld: list[str] = field(default_factory=list)  # active → proposed: too few reporters
+    #: entries the lesson fence refuses: "id: reason" (not served), or for an approved one (served,
+    #: an operator's decision) "approved entry the fence refuses: id: reason", for the operator to retire
+    entries_refused: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     active_entries: int = 0
     proposed_entries: int = 0
@@ -303,6 +306,10 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             now=now,
         )
         report.entries_published, report.entries_withheld = reviewed.published, reviewed.withheld
+        report.entries_refused = [
+            r if r not in reviewed.approved_refused else f"approved entry the fence refuses: {r}"
+            for r in reviewed.refused
+        ]
         if reviewed.withheld:
             logger.warning(
                 "playbook entries withheld: too few independent reporters", entries=reviewed.withheld
@@ -318,9 +325,11 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         )
         self._publish(measured, now, report)
 
-    def approve(self, entry_id: str) -> PlaybookEntry:
+    def approve(self, entry_id: str, *, override_fence: bool = False) -> PlaybookEntry:
         """Publish a ``proposed`` entry; see :func:`approve_entry`."""
-        return approve_entry(self.settings, self.store, self.state, entry_id, now=self.clock())
+        return approve_entry(
+            self.settings, self.store, self.state, entry_id, now=self.clock(), override_fence=override_fence
+        )
 
     # -- steps ---------------------------------------------------------------------------------
     def _diagnoses(self, window: Window, report: ConsolidatorRun) -> list[dict[str, Any]]:
@@ -404,19 +413,27 @@ def publish(
 
 
 def approve_entry(
-    settings: Settings, store: ObjectStore, state: StateStore, entry_id: str, *, now: datetime
+    settings: Settings,
+    store: ObjectStore,
+    state: StateStore,
+    entry_id: str,
+    *,
+    now: datetime,
+    override_fence: bool = False,
 ) -> PlaybookEntry:
     """Publish a ``proposed`` entry (approval mode, or too few independent reporters) and the new
     snapshot; it stays served whatever its evidence (``approved_at``) until retired. It takes the
     consolidator's lease like a run, so an approval and a run never overwrite each other.
-    Raises :class:`EntryNotFoundError`, ``ValueError`` (a retired entry) or
-    :class:`LeaseLostError` (a run holds the lease: try again shortly)."""
+    An entry the lesson fence refuses needs ``override_fence`` (recorded on it as
+    ``fence_override_reason``). Raises :class:`EntryNotFoundError`, ``ValueError`` (a retired
+    entry, or a fence-refused one without ``override_fence``) or :class:`LeaseLostError` (a run
+    holds the lease: try again shortly)."""
     lease = state.acquire()
     if lease is None:
         raise LeaseLostError("a consolidator run holds the lease: try again in a minute")
     try:
         entries = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
-        entries = approve(entries, entry_id, now)
+        entries = approve(entries, entry_id, now, override_fence=override_fence)
         state.commit(
             lease,
             watermark=lease.state.watermark,

@@ -102,6 +102,7 @@ PLAYBOOKS_SCHEMA = pa.schema(
         pa.field("created_at", _TS, nullable=False),
         pa.field("published_at", _TS),
         pa.field("approved_at", _TS),
+        pa.field("fence_override_reason", pa.string()),
         pa.field("retired_at", _TS),
         pa.field("ops_before", pa.int64()),
         pa.field("failures_before", pa.int64()),

@@ -116,6 +116,10 @@ class PlaybookEntry(BaseModel):
     approved_at: UtcMs | None = Field(
         default=None, description="when an operator approved it (served whatever its evidence)"
     )
+    fence_override_reason: str | None = Field(
+        default=None,
+        description="the lesson fence's refusal an operator overrode to approve it (None: not overridden)",
+    )
     retired_at: UtcMs | None = None
     # efficacy: failure rate of the targeted ops before/after publication (None until measured)
     ops_before: Count | None = None

@@ -16,7 +16,10 @@ endpoint and task class it serves; a group whose own evidence reads as written t
 refused whatever the distiller made of it; an entry is
 published only when ``min_reporters`` independent reporters (API keys by trust level, never claimed
 agents: :mod:`opslake.analysis.reporters`) vouch for it, else it waits as ``proposed`` until
-:func:`approve` (:func:`review`); with ``approval_mode`` every new entry waits so.
+:func:`approve` (:func:`review`); with ``approval_mode`` every new entry waits so. An operator's
+approval is never undone by the fence: an approved entry it refuses (say, approved before this
+fence) stays served and is reported at every run; approving a refused entry takes
+``override_fence``, recorded on the entry (``fence_override_reason``).
 """
 
 from opslake.analysis.playbooks.drafting import (

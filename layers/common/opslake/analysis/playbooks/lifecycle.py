@@ -25,8 +25,11 @@ class Review:
     entries: list[PlaybookEntry]
     published: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)
-    #: "entry_id: reason" of entries the lesson fence refuses now (never served, approved or not)
+    #: "entry_id: reason" of every entry the lesson fence refuses now (an unapproved one is not served)
     refused: list[str] = field(default_factory=list)
+    #: "entry_id: reason" of the approved ones among them: still served (an operator's decision),
+    #: reported so that the operator can retire them
+    approved_refused: list[str] = field(default_factory=list)
 
 
 def fence_refusal(entry: PlaybookEntry) -> str | None:
@@ -61,55 +64,66 @@ def review(
 ) -> Review:
     """Recount every entry's independent reporters under the trust levels as they are now, and
     apply the one rule of what is served: an entry is ``active`` when an operator approved it, or
-    when at least ``min_reporters`` independent reporters vouch for its evidence.
+    when at least ``min_reporters`` independent reporters vouch for its evidence and the lesson
+    fence passes its stored text.
 
     * an active entry that was never approved and no longer has enough reporters (a key marked
       untrusted since, or an entry published before reporters were counted) goes back to
       ``proposed`` (``withheld``) until it is approved or gathers enough reporters again;
     * a proposed entry that has gathered enough reporters is published (``published``), except in
       approval mode, where only an operator publishes;
+    * an approved entry is active (one an earlier version withheld is ``published`` again);
     * retired entries stay retired;
-    * an entry whose stored text the lesson fence refuses (:func:`fence_refusal`) is never active,
-      approved or not: it goes (or stays) ``proposed`` and is listed in ``refused`` with the reason.
+    * an unapproved entry whose stored text the lesson fence refuses (:func:`fence_refusal`) is
+      never active: it goes (or stays) ``proposed`` and is listed in ``refused`` with the reason;
+    * an approved one stays served (the fence never silently undoes an operator's decision: it
+      may have been approved before this version of the fence) and is listed in ``refused`` and
+      ``approved_refused`` and logged at every run, for the operator to retire.
     """
     out = Review(entries=[])
     for entry in entries:
         if entry.status == "retired":
             out.entries.append(entry)
             continue
-        refusal = fence_refusal(entry)
-        if refusal:
-            out.refused.append(f"{entry.entry_id}: {refusal}")
-            if entry.status == "active":
-                entry = entry.model_copy(
-                    update={"status": "proposed", "published_at": None, "updated_at": now}
-                )
-                out.withheld.append(entry.entry_id)
-            out.entries.append(entry)
-            continue
         count = trust.count(entry.evidence_reporters)
         update: dict[str, object] = {}
         if count != entry.evidence_reporter_count:
             update["evidence_reporter_count"] = count
-        vouched = count >= min_reporters
-        if entry.status == "active" and entry.approved_at is None and not vouched:
+        refusal = fence_refusal(entry)
+        if refusal:
+            out.refused.append(f"{entry.entry_id}: {refusal}")
+            if entry.approved_at is not None:
+                out.approved_refused.append(f"{entry.entry_id}: {refusal}")
+        vouched = count >= min_reporters and not refusal
+        if entry.approved_at is not None:
+            if entry.status != "active":
+                update.update(status="active", published_at=now, updated_at=now)
+                out.published.append(entry.entry_id)
+        elif entry.status == "active" and not vouched:
             update.update(status="proposed", published_at=None, updated_at=now)
             out.withheld.append(entry.entry_id)
         elif entry.status != "active" and vouched and not approval_mode:
             update.update(status="active", published_at=now, updated_at=now)
             out.published.append(entry.entry_id)
         out.entries.append(entry.model_copy(update=update) if update else entry)
-    if out.refused:
-        logger.warning("playbook entries refused by the lesson fence", entries=out.refused[:20])
+    unapproved = [r for r in out.refused if r not in out.approved_refused]
+    if unapproved:
+        logger.warning("playbook entries refused by the lesson fence", entries=unapproved[:20])
+    for line in out.approved_refused[:20]:
+        logger.warning(f"approved entry the fence refuses: {line}")
     return out
 
 
-def approve(entries: Sequence[PlaybookEntry], entry_id: str, now: datetime) -> list[PlaybookEntry]:
-    """Publish a proposed entry (``opslake playbooks approve ID`` or the admin route): it is then
-    served whatever its evidence (``approved_at``), until efficacy retires it.
+def approve(
+    entries: Sequence[PlaybookEntry], entry_id: str, now: datetime, *, override_fence: bool = False
+) -> list[PlaybookEntry]:
+    """Publish a proposed entry (``opslake playbooks approve ID``): it is then served whatever its
+    evidence (``approved_at``), until efficacy retires it.
 
-    Approving an active entry records the approval; a retired one, or one whose text the lesson
-    fence refuses (:func:`fence_refusal`), cannot be approved (ValueError).
+    Approving an active entry records the approval; a retired one cannot be approved
+    (ValueError). Nor can one whose text the lesson fence refuses (:func:`fence_refusal`), unless
+    ``override_fence`` (``--override-fence``): the operator has read the text and serves it anyway,
+    and the refusal overridden is kept on the entry (``fence_override_reason``).
     """
     out: list[PlaybookEntry] = []
     found = False
@@ -119,12 +133,17 @@ def approve(entries: Sequence[PlaybookEntry], entry_id: str, now: datetime) -> l
             if entry.status == "retired":
                 raise ValueError(f"playbook entry {entry_id} is retired and cannot be approved")
             refusal = fence_refusal(entry)
-            if refusal:
-                raise ValueError(f"playbook entry {entry_id} is refused by the lesson fence: {refusal}")
+            if refusal and not override_fence:
+                raise ValueError(
+                    f"playbook entry {entry_id} is refused by the lesson fence: {refusal} "
+                    "(read its text; approve it with --override-fence to serve it anyway)"
+                )
             if entry.status != "active":
-                entry = entry.model_copy(update={"status": "active", "published_at": now})
+                entry = entry.model_copy(update={"status": "active", "published_at": now, "updated_at": now})
             if entry.approved_at is None:
                 entry = entry.model_copy(update={"approved_at": now, "updated_at": now})
+            if refusal and entry.fence_override_reason != refusal:
+                entry = entry.model_copy(update={"fence_override_reason": refusal, "updated_at": now})
         out.append(entry)
     if not found:
         raise EntryNotFoundError(entry_id)
