@@ -115,7 +115,29 @@ FIXTURE_TEXTS = [
     "Use workers.hourly_rate, not salary; it is a double",
     "Send at most 5 requests per second; honour Retry-After after a 429",
 ]
+#: Honest lessons the third review of issue 12 found refused (authority nouns, header names, a quoted
+#: error message, the word "dot", "at the app", a spelled decimal).
+REVIEW_TEXTS = [
+    "Use the retry policy of 3 attempts with backoff",
+    "Check file permissions with ls -l before writing to /tmp",
+    "Use the allowed values for status: active, ended",
+    "The API allows at most 100 rows per page; use limit 100",
+    "Request admin access only for DDL",
+    "Use any tool that lists tables before writing SQL",
+    "The /v1 route is obsolete; call /match",
+    "Use a signed URL to download the file",
+    "Add the Accept header after the Content-Type header",
+    "Read the headers that follow the status line",
+    "Fix 'You have an error in your SQL syntax' by quoting reserved words in /sql",
+    "Use the dot notation for nested fields in /sql",
+    "Escape the dot in LIKE patterns",
+    "Compute the dot product of the two vectors",
+    "Use a dot as the decimal separator",
+    "Validate the role at the app layer before /match",
+    "Look at each app log before retrying",
+    "Use 1 point 5 as the overtime rate",
+]
 
 
 def legitimate_texts() -> list[str]:
-    return [*simulator_texts(), *heuristic_texts(), *FIXTURE_TEXTS]
+    return [*simulator_texts(), *heuristic_texts(), *FIXTURE_TEXTS, *REVIEW_TEXTS]

@@ -66,3 +66,14 @@ def test_sanitize_collapses_strips_and_cuts_at_a_word_boundary() -> None:
     assert len(cut) <= 30 and cut.endswith("…") and cut == "describe the workers table…"
     assert len(sanitize_entry_text("x" * 200, 80)) == 80
     assert sanitize_entry_text("bell\x07here", 20) == "bell here"
+
+
+@pytest.mark.parametrize("secret", ["AKIAIOSFODNN7EXAMPLE", "ghp_" + "a" * 36, "password=hunter2secretvalue"])
+def test_a_secret_straddling_the_read_limit_is_redacted_whole(secret: str) -> None:
+    # the text was cut to limit*4+64 before redaction: "AKIAIOSFOD" no longer looked like a key
+    # and survived, brought within the limit by the collapsed whitespace before it
+    for offset in range(1, len(secret)):
+        text = "note" + " " * (40 * 4 + 64 - 4 - offset) + secret + " rest"
+        shaped = sanitize_entry_text(text, 40)
+        # every word kept is the text's own or a redaction, never a piece of the secret
+        assert all(w in ("note", "rest") or "[REDACTED]" in w for w in shaped.split()), (offset, shaped)

@@ -9,10 +9,13 @@ before it is checked, so cleaning can never make a text acceptable):
 2. no control or invisible characters, no markup (HTML tags, markdown links, code, headings);
 3. then, on its NFKC (compatibility) form, casefolded and with every confusable character replaced
    by the ASCII letter it imitates (Unicode's confusables.txt, via ``confusable_homoglyphs``):
-   nothing addressed to a model, AI, assistant, LLM or agent reading it; no instruction about a
-   reader's rules, identity or authority; no secret, and no mention of keys, credentials, tokens
-   or header values; no network location (URLs, domains, IPs, ``host:port``, defanged forms such
-   as ``hxxp``, ``[.]``, ``(dot)``, ``[:]``);
+   nothing addressed to a model, AI, assistant, LLM or agent reading it, nor to its reader ("you"
+   outside a quoted message); no instruction about a reader's rules, identity or authority, and no
+   phrase granting or withdrawing permission or speaking for an authority (the nouns alone — a
+   retry policy, admin access — are ordinary); no secret, and no mention of keys, credentials,
+   tokens or header values; no network location (URLs, IPs including short and octal forms,
+   ``host:port``, a dotted name ending in a top-level domain of data/tlds.txt, defanged forms such
+   as ``hxxp``, ``[.]``, ``(dot)``, ``[:]``, ``evil . com``);
 4. only a restricted alphabet (ASCII letters, digits, a small punctuation set): a confusable
    letter from another script is refused, a full-width one is read as the ASCII letter it is;
 5. English: most words are in :func:`english_words` (48k words from wordfreq, see
@@ -194,6 +197,14 @@ def english_words() -> frozenset[str]:
     return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
+@cache
+def top_level_domains() -> frozenset[str]:
+    """The top-level domains a dotted name ending in is a host (data/tlds.txt, from the Public
+    Suffix List: provenance in its header)."""
+    text = resources.files("opslake.analysis").joinpath("data/tlds.txt").read_text("utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
 # ---- refusals on the skeleton -------------------------------------------------------------------
 def _patterns(*pairs: tuple[str, str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((name, re.compile(pattern, re.I | re.M)) for name, pattern in pairs)
@@ -281,25 +292,78 @@ _CREDENTIAL_ASK = _patterns(
     ),
 )
 # Served text is an imperative about tools: it never addresses its reader, grants or withdraws
-# permission, speaks for an authority or says what older guidance is worth.
-_SERVED_ONLY = _patterns(
+# permission, speaks for an authority or says what older guidance is worth. Authority is refused as
+# *phrases* that grant, withdraw or claim it: the nouns alone (a retry policy, file permissions,
+# allowed values, admin access, /oauth/authorize) are ordinary words of a lesson or a route.
+_SECOND_PERSON = _patterns(
     (
         "addressed to its reader (second person)",
         r"\b(?:you|your|yours|yourself|yourselves|you'?(?:re|ve|ll|d))\b",
     ),
+)
+_GATE = (
+    r"(?:safety|security|checks?|reviews?|approvals?|guardrails?|safeguards?|validation|confirmations?"
+    r"|restrictions?|rules|policy|policies|permissions?)"
+)
+_AUTHORITY = _patterns(
     (
         "speaks of permission or authority",
-        r"(?<!not\s)\b(?:permissions?|permitted|allowed|allows?|policy|policies|guidance|outdated|obsolete"
-        r"|supersed\w*|maintainers?|operators?\s+(?:now|says?|said|has|have|lets?|allows?|wants?)|admins?|administrators?|authori[sz]\w*|whoever|reads?\s+this"
-        r"|reply\s+only|respond\s+only|answer\s+only|optional\s+now|no\s+longer\s+(?:needed|required)"
-        r"|without\s+(?:asking|limits?|checks?|approval|confirmation)|any\s+tool|full\s+access)\b",
-    ),
-    (
-        "names keys, credentials or header values",
-        r"\b(?:signed|signing|signature)\b|\bx[\s-]?api\b|\bheaders?\b.{0,30}\b(?:values?|follows?|after)\b"
-        r"|\bwhat\s+follows\b",
+        r"\b(?:operators?|admins?|administrators?|maintainers?|owners?|security\s+team|management)\s+"
+        r"(?:now\s+)?(?:says?|said|lets?|allows?|wants?|permits?|approved|authori[sz]ed|decided|requires?"
+        r"|told|granted|agreed|confirmed|signed\s+off|okayed|ok'?d|cleared|blessed|sanctioned|waived)\b"
+        r"|\b(?:per|according\s+to|on\s+behalf\s+of)\s+(?:the\s+)?(?:operators?|admins?|administrators?"
+        r"|maintainers?|owners?|security\s+team|management)\b"
+        r"|\b(?:full|unlimited|unrestricted|elevated|blanket|total)\s+(?:permissions?|access|rights|authority"
+        r"|clearance|control)\b"
+        r"|\b(?:have|has|got|given|granted|grant|grants|gives?)\s+(?:full\s+|the\s+|explicit\s+)?"
+        r"(?:permission|authori[sz]ation|clearance|approval)\b"
+        r"|\b(?:have|has|got|given|granted|gets?)\s+(?:now\s+)?(?:admin|root|superuser|sudo|elevated|all)\s+"
+        r"(?:rights|privileges|access)\b"
+        rf"|\b(?:may|can|should|must|are\s+free\s+to)\s+(?:now\s+)?(?:skip|bypass|ignore|omit|waive|drop)\s+"
+        rf"(?:the\s+|any\s+|all\s+)?{_GATE}"
+        r"|\b(?:replaces?|overrides?|overrules?|cancels?|voids?|invalidates?)\s+(?:all|any|every|earlier"
+        r"|previous|prior|other|older)\b"
+        r"|\b(?:permitted|allowed|authori[sz]ed|cleared|entitled)\s+to\s+(?:skip|bypass|ignore|disable|override"
+        r"|act|do\s+anything|use\s+any|run\s+any)\b"
+        rf"|\b{_GATE}\b.{{0,30}}\b(?:(?:are|is)\s+(?:now\s+)?(?:optional|unnecessary|waived|lifted|off"
+        r"|not\s+(?:needed|required))"
+        r"|optional\s+now|no\s+longer\s+(?:needed|required|apply|applies|matters?))\b"
+        r"|\bno\s+longer\s+(?:needed|required)\b"
+        r"|\b(?:earlier|previous|prior|older|old|existing|other)\s+(?:guidance|advice|rules|instructions"
+        r"|entries|lessons|playbooks?)\b.{0,20}\b(?:outdated|obsolete|supersed\w*|void|invalid|wrong"
+        r"|replaced|no\s+longer)\b"
+        r"|\b(?:guidance|advice|rules|instructions|lessons|playbooks?)\s+(?:is|are)\s+(?:now\s+)?(?:outdated"
+        r"|obsolete|superseded|void|invalid)\b"
+        r"|\bsupersed\w*\s+(?:all|any|every|earlier|previous|prior|other|the\s+rest)\b"
+        r"|\bwhoever\b|\breads?\s+this\b|\b(?:reply|respond|answer)\s+only\b|\boptional\s+now\b"
+        r"|\bwithout\s+(?:asking|limits?|checks?|approval|permission|confirmation|restrictions?)\b",
     ),
 )
+# Header *values* (what a request is signed with, what follows a header), never a header's name.
+_HEADER_VALUES = _patterns(
+    (
+        "names keys, credentials or header values",
+        r"\bsigned\s+with\b|\bsigning\s+(?:keys?|secrets?|strings?)\b|\bx[\s-]?api\b"
+        r"|\b(?:values?|contents?|what(?:ever)?\s+(?:follows|comes\s+after))\s+(?:of|in|after|behind)?\s*"
+        r"(?:the\s+|your\s+|its\s+|their\s+|each\s+|every\s+)?[\w\s-]{0,30}\bheaders?\b"
+        r"|\bheaders?\s+(?:values?|contents?)\b",
+    ),
+)
+_SERVED_ONLY = _SECOND_PERSON + _AUTHORITY + _HEADER_VALUES
+# A quoted error message may say "you" ('You have an error in your SQL syntax'): quoted spans are
+# left out of the second-person check only (every other check reads them), and only when the text
+# around them says something too.
+_QUOTED = re.compile(r"(?<!\w)'[^'\n]{1,120}'(?!\w)|\"[^\"\n]{1,120}\"")
+
+
+def _served_only_refusal(words: str) -> str | None:
+    """The served-only checks: second person (outside a quoted message), authority, header values."""
+    unquoted = _QUOTED.sub(" ", words)
+    if len(_LETTERS.findall(unquoted)) < 2:
+        unquoted = words  # a text that is all quotation is read whole
+    return _first(_SECOND_PERSON, unquoted) or _first(_AUTHORITY + _HEADER_VALUES, words)
+
+
 _CREDENTIAL_WORDS = ("secret", "secrets", "token", "tokens", "password", "passwords", "credential",
                      "credentials", "apikey", "passwd", "bearer", "cookie", "cookies")  # fmt: skip
 
@@ -354,25 +418,67 @@ _PORT_LABELS = frozenset(
      "step", "attempt", "retry", "retries", "top", "after", "took", "version", "v"}
 )  # fmt: skip
 # Locations spelled out in words ("evil at example com", "ten dot zero dot zero dot one", "port 8080").
+# "dot" and "point" between numbers are a decimal ("1 point 5") unless there are three parts or more;
+# "<word> dot <word>" is judged in code (:func:`_spelled_host`): "the dot notation" is no host.
 _NUMBER_WORD = r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|\d{1,3})"
+_DETERMINER = r"(?:the|a|an|each|every|this|that|these|those|any|some|no|our|my|its|their|his|her|one)"
 _SPELLED = re.compile(
-    rf"\b{_NUMBER_WORD}\s+(?:dot|point)\s+{_NUMBER_WORD}\b|\b\w+\s+dot\s+[a-z]{{2,24}}\b"
-    r"|\b[a-z][\w-]{0,62}\s+at\s+[a-z][\w-]{0,62}\s+(?:dot\s+)?(?:com|net|org|io|co|dev|app|ai)\b"
+    rf"\b{_NUMBER_WORD}(?:\s+(?:dot|point)\s+{_NUMBER_WORD}){{2,}}\b"
+    rf"|\b[a-z][\w-]{{0,62}}\s+at\s+(?!{_DETERMINER}\b)[a-z][\w-]{{0,62}}\s+(?:dot\s+)?"
+    r"(?:com|net|org|io|co|dev|app|ai)\b"
     r"|\bports?\s*(?:number\s*)?(?:\d{2,5}\b|\{num\}|<num>)"
 )
+_SPELLED_DOT = re.compile(
+    r"(?<![\w-])([a-z0-9][\w-]{0,62})\s+dot\s+([a-z0-9][\w-]{0,62})(\s+dot\s+[a-z0-9])?"
+)
+# A dot with a space before it ("evil . com", "evil .com": prose puts none there), or a space only
+# after it before a top-level domain that is no English word ("evil. com").
+_SPACED_DOT = re.compile(r"[a-z0-9_\-](?:\s+\.\s*|\.\s+)([a-z][a-z0-9\-]{1,62})\b")
 # An IP address with spaces for dots (10 0 0 1), a hex literal or a long integer (0x7f000001, 2130706433).
 _SPACED_IP = re.compile(r"(?<![\w.])\d{1,3}(?:\s+\d{1,3}){3}(?![\w.])")
 _NUMERIC_HOST = re.compile(r"\b0x[0-9a-f]{4,}\b|(?<![\w.])\d{8,}(?![\w.])")
+# The short and octal forms inet_aton reads as an address: three parts or more (127.0.1, 0177.0.0.1),
+# a part with a leading zero (0177.1), or two parts (127.1) right after a verb of connecting or
+# fetching, or alone. Two parts elsewhere are a decimal ("1.5", "LIMIT 1.5"), and a version
+# ("v1.2", "version 3.11.2") is none.
+_SHORT_IPV4 = re.compile(
+    r"(?<![\w.])(?<!version\s)(?<!release\s)\d{1,10}(?:\s*\.\s*\d{1,10}){2,3}(?![\w.])"
+    r"|(?<![\w.])0\d{1,10}\s*\.\s*\d{1,10}"
+    r"|(?<![\w.])0x[0-9a-f]{1,8}(?:\s*\.\s*(?:0x[0-9a-f]{1,8}|\d{1,10})){1,3}(?![\w.])"
+    r"|\b(?:fetch|connect|contact|reach|ping|curl|wget|ssh|telnet|visit|browse|open|dial|resolve|host"
+    r"|server|address|ip|upload|download|post|send|call)\w*(?:\s+(?:to|from|at|on|via|the|host|server"
+    r"|address|ip|it))*\s+\d{1,10}\s*\.\s*\d{1,10}(?![\w.])"
+    r"|^\W*\d{1,10}\s*\.\s*\d{1,10}\W*$"
+)
 _DOTTED = re.compile(r"(?<![\w.\-])[a-z0-9_\-]{1,63}(?:\.[a-z0-9_\-]{1,63})+")
 
 
-def network_refusal(text: str, known: KnownNames | None = None, *, strict: bool = True) -> str | None:
+def _spelled_host(sk: str) -> bool:
+    """Whether ``sk`` spells a host with the word "dot": three labels or more ("docs dot evil dot
+    example"), or a last label that is a top-level domain after a word that is no determiner
+    ("evil dot com", not "the dot in", "a dot as")."""
+    tlds = top_level_domains()
+    for match in _SPELLED_DOT.finditer(sk):
+        if match[3] or (not re.fullmatch(_DETERMINER, match[1]) and match[2].strip("-_") in tlds):
+            return True
+    return False
+
+
+def _host_label(label: str) -> bool:
+    return label.strip("-_") in top_level_domains()
+
+
+def network_refusal(
+    text: str, known: KnownNames | None = None, *, strict: bool = True, tables: bool = True
+) -> str | None:
     """Why ``text`` holds a network location, else ``None``. ``strict`` (served text) also refuses
-    ``name:port`` and any dotted name whose parts are not all validated identifiers (a domain)."""
+    ``name:port``, short and octal IPv4 forms and any dotted name whose last label is a top-level
+    domain (:func:`top_level_domains`) and that is no validated table.column; ``tables``: a dotted
+    name that starts with a catalog table must name one of its columns."""
     if len(text) > MAX_CHECKED_CHARS:
         return f"longer than {MAX_CHECKED_CHARS} characters"
     sk = skeleton(text)
-    if _DEFANGED.search(sk) or _SPELLED.search(sk):
+    if _DEFANGED.search(sk) or _SPELLED.search(sk) or _spelled_host(sk):
         return "network location (URL, domain or IP): a defanged form"
     if _URL.search(sk):
         return "network location (URL, domain or IP): a URL, e-mail address or host"
@@ -380,18 +486,25 @@ def network_refusal(text: str, known: KnownNames | None = None, *, strict: bool 
         return "network location (URL, domain or IP): an IP address"
     if not strict:
         return None
-    if _SPACED_IP.search(sk) or _NUMERIC_HOST.search(sk):
+    if _SPACED_IP.search(sk) or _NUMERIC_HOST.search(sk) or _SHORT_IPV4.search(sk):
         return "network location (URL, domain or IP): an address written as numbers"
     for match in _HOST_PORT.finditer(sk):
         if match[1] not in _PORT_LABELS:
             return "network location (URL, domain or IP): host:port"
+    vocabulary = english_words()
+    for match in _SPACED_DOT.finditer(sk):
+        spaced_before = bool(re.match(r"[a-z0-9_\-]\s", match[0]))
+        if _host_label(match[1]) and (spaced_before or match[1] not in vocabulary):
+            return "network location (URL, domain or IP): a host with spaces around its dot"
     names = known or default_known()
     for match in _DOTTED.finditer(sk):
         labels = [label.strip() for label in match[0].split(".")]
-        if not re.fullmatch(r"[a-z][a-z\-]*[a-z]", labels[-1]):
-            continue  # 0.5, v1.2, e.g: not a host name
-        # table.column, or alias.column (a one-letter alias): every other dotted name is a host
-        if not names.knows(labels[-1]) or not all(names.knows(x) or len(x) == 1 for x in labels):
+        # table.column, or alias.column (a one-letter alias)
+        if names.knows(labels[-1]) and all(names.knows(x) or len(x) == 1 for x in labels):
+            continue
+        if _host_label(labels[-1]):
+            return "network location (URL, domain or IP): a dotted name ending in a top-level domain"
+        if tables and labels[0] in CATALOG:
             return "network location (URL, domain or IP): a dotted name that is no known table.column"
     return None
 
@@ -524,7 +637,7 @@ def lesson_refusal(
     if reason:
         return reason
     words = _words_form(text)
-    reason = _first(_CREDENTIAL_MENTION, words) or _first(_SERVED_ONLY, words) or _near_credential(words)
+    reason = _first(_CREDENTIAL_MENTION, words) or _served_only_refusal(words) or _near_credential(words)
     if reason:
         return reason
     reason = network_refusal(text, known)
@@ -563,16 +676,13 @@ def _label_words_refusal(label: str) -> str | None:
     split = re.sub(r"(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])", " ", separated)
     reason = None
     for words in (_words_form(separated), _words_form(split)):
-        reason = (
-            reason
-            or (
-                _first(_INSTRUCTIONS, words)
-                or _first(_CREDENTIAL_MENTION, words)
-                or _first(_ADDRESSED[1:], words)  # a tool may be named after a model (tool:llm)
-                or _first(_CREDENTIAL_ASK, words)
-                or _first(_SERVED_ONLY[:2], words)
-                or _near_credential(words)
-            )
+        reason = reason or (
+            _first(_INSTRUCTIONS, words)
+            or _first(_CREDENTIAL_MENTION, words)
+            or _first(_ADDRESSED[1:], words)  # a tool may be named after a model (tool:llm)
+            or _first(_CREDENTIAL_ASK, words)
+            or _first(_AUTHORITY + _HEADER_VALUES, words)  # "your" may name a tool (get_your_orders)
+            or _near_credential(words)
         )
     if reason:
         return f"names an instruction or a credential ({reason})"
@@ -598,13 +708,14 @@ def endpoint_refusal(endpoint: str) -> str | None:
         return "endpoint is not a route or a kind:name label"
     if "//" in endpoint:
         return "endpoint names a host (a URL)"
-    # every part strictly: an IP, host:port or any dotted name that is no known table.column is a
-    # host (no list of top-level domains: .tv, .pw, .zip are hosts as much as .com)
+    # every part strictly: an IP (any digits.digits part not after a letter: 127.1, 10.0.0.1),
+    # host:port or a dotted name ending in a top-level domain (evil.tv, evil.com-) is a host;
+    # a dotted method name (tool:db.select, /v1/chat.completions) is not
     spaced = " ".join(p for p in re.split(r"[/:{}]+", endpoint) if p)
     if (
-        network_refusal(spaced, _catalog_known())
+        network_refusal(spaced, _catalog_known(), tables=False)
         or _IPV4.search(endpoint)
-        or re.search(r"\d+\.\d+\.", endpoint)
+        or re.search(r"(?<![A-Za-z_])\d+\.\d", endpoint)
     ):
         return "endpoint names a host"
     return _label_words_refusal(endpoint)

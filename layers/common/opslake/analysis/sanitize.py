@@ -49,6 +49,18 @@ _MARKDOWN = re.compile(r"!?\[[^\]]*\]\([^)]*\)|```|^\s{0,3}#{1,6}\s|^\s*>\s", re
 _EMPHASIS = re.compile(r"\*\*|__|`")
 
 
+#: Characters read past the cut so that a secret straddling it is redacted whole.
+_REDACTION_MARGIN = 512
+
+
+def _head(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text``, without the token the cut splits."""
+    if len(text) <= limit or text[limit].isspace():
+        return text[:limit]
+    parts = text[:limit].rsplit(None, 1)
+    return parts[0] if len(parts) == 2 else ""
+
+
 #: Why ``text`` reads as written to its reader, else ``None``: the fence's
 #: :func:`~opslake.analysis.fence.instruction_refusal` (this name is kept for the package's API).
 injection_reason = instruction_refusal
@@ -60,10 +72,13 @@ is_poisoned = lesson_refusal
 def sanitize_entry_text(text: str, limit: int) -> str:
     """``text`` shaped to keep as evidence (never served): secrets redacted, URLs, markup and
     control characters removed, whitespace collapsed, at most ``limit`` characters."""
-    # only the first few times ``limit`` characters can be kept: the rest is never read
-    text = unicodedata.normalize("NFKC", text[: max(limit, 0) * 4 + 64])
+    # only the first few times ``limit`` characters can be kept: the rest is never read. The cut
+    # comes after redaction (with a margin, so a secret straddling it is seen whole) and at
+    # whitespace (a token the cut splits is dropped, never kept in part)
+    keep = max(limit, 0) * 4 + 64
+    text = unicodedata.normalize("NFKC", text[: keep + _REDACTION_MARGIN])
     text = visible(text)
-    text = redact(text)
+    text = _head(redact(text), keep)
     text = _URL.sub("", text)
     text = HTML_TAG.sub(" ", text)
     text = _MARKDOWN.sub(" ", text)
