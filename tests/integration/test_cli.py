@@ -310,7 +310,7 @@ def test_playbooks_list_and_approve(running: Running, capsys: pytest.CaptureFixt
 def test_approving_an_entry_the_fence_refuses_takes_override_fence(
     running: Running, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # issue 12 (review): an entry approved before the fence (its endpoint names a host) could not be
+    # issue 12 (review): an entry approved before the fence (its endpoint is a network location) could not be
     # approved again once the fence withheld it; the operator may serve it over the fence, recorded
     from datetime import UTC, datetime
 
@@ -323,7 +323,7 @@ def test_approving_an_entry_the_fence_refuses_takes_override_fence(
     assert lease is not None
     refused = PlaybookEntry(
         entry_id="pb_cli_fence", trigger="searching code", action="Search with the repository named",
-        kind="do", confidence=0.6, domain="search", endpoint="tool:github.search", status="proposed",
+        kind="do", confidence=0.6, domain="search", endpoint="10.20.30.40:8443", status="proposed",
         evidence_op_ids=["a", "b", "c"], evidence_agent_count=3, created_at=datetime.now(UTC),
     )  # fmt: skip
     store.commit(lease, watermark=None, data={"entries": [refused.model_dump(mode="json")]})

@@ -186,7 +186,7 @@ def test_approval_mode_holds_entries_until_approved(jobs_lake: Lake) -> None:
 
 
 def test_an_approved_entry_the_fence_refuses_stays_served_and_is_reported(jobs_lake: Lake) -> None:
-    # issue 12 (review): an entry an operator approved before this fence (its endpoint names a host)
+    # issue 12 (review): an entry an operator approved before this fence (its endpoint is a network location)
     # was sent back to proposed by the next run, and could not be approved again
     lake = jobs_lake
     write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(6)])
@@ -195,7 +195,7 @@ def test_an_approved_entry_the_fence_refuses_stays_served_and_is_reported(jobs_l
     lease = state.acquire()
     assert lease is not None
     old = [
-        {**raw, "endpoint": "tool:github.search", "approved_at": at(20).isoformat()}
+        {**raw, "endpoint": "10.20.30.40:8443", "approved_at": at(20).isoformat()}
         for raw in lease.state.data["entries"]
     ]
     state.commit(lease, watermark=lease.state.watermark, data={**lease.state.data, "entries": old})

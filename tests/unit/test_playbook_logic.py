@@ -533,15 +533,15 @@ def test_review_withholds_unapproved_stored_text_the_fence_refuses() -> None:
 def test_review_keeps_the_reporter_count_of_a_refused_entry_current() -> None:
     # a refused entry's count was left as stored (reviewer, issue 12): it reads as vouched for
     old = _served_sql_entry().model_copy(
-        update={"endpoint": "tool:github.search", "evidence_reporter_count": 7}
+        update={"endpoint": "10.20.30.40:8443", "evidence_reporter_count": 7}
     )
     reviewed = review([old], trust=ReporterTrust(), min_reporters=2, approval_mode=False, now=NOW)
     assert reviewed.refused and reviewed.entries[0].evidence_reporter_count == 3
 
 
 REFUSED_NOW = [
-    {"endpoint": "tool:github.search"},  # names a host
-    {"action": "Use the retry policy of 3 attempts with backoff"},  # "policy": speaks of authority
+    {"endpoint": "10.20.30.40:8443"},  # a network location, no route
+    {"action": "Fetch the schema from 10.20.30.40:8443 first"},  # a network location
 ]
 
 
@@ -580,6 +580,70 @@ def test_approving_an_entry_the_fence_refuses_takes_an_explicit_override(change:
     # an entry the fence passes is approved as ever, with nothing recorded as overridden
     [plain] = approve([_served_sql_entry()], proposed.entry_id, NOW, override_fence=True)
     assert plain.approved_at == NOW and plain.fence_override_reason is None
+
+
+SPELLINGS = [
+    "Retry /match with role and city set",
+    "Retry /match with role and city set.",
+    "retry /match with role and city set",
+]
+
+
+def test_one_lesson_in_several_spellings_counts_every_reporter() -> None:
+    # issue 12 (review): three keys giving one lesson with a period or a capital apart were three
+    # approaches of one reporter each, and the entry waited as proposed with 1 reporter
+    operation = "fill a welder shift in Austin"
+    rows = [log_row(i, f"k{i + 1}", operation, text) for i, text in enumerate(SPELLINGS)]
+    [entry] = _merged(rows, [])
+    assert (entry.status, entry.evidence_reporters, entry.evidence_reporter_count) == (
+        "active", ["k1", "k2", "k3"], 3,
+    )  # fmt: skip
+    [group] = candidate_groups([], rows)
+    assert len(group.approaches) == 1 and group.approach_reporters == (("k1", "k2", "k3"),)
+
+
+def test_the_same_lesson_again_adds_its_reporters_and_never_resets_them() -> None:
+    # issue 12 (review): a later window giving the same text with a trailing "." replaced the text
+    # and reset the reporters to the new window's, dropping the earlier ones
+    operation = "fill a welder shift in Austin"
+    first = [log_row(i, f"k{i + 1}", operation, text) for i, text in enumerate(SPELLINGS)]
+    [entry] = _merged(first, [])
+    later = [
+        log_row(20 + i, k, operation, "Retry /match with role and city set.")
+        for i, k in enumerate(["k4", "k5", "k4"])
+    ]
+    [again] = _merged(later, [entry])
+    assert again.action == entry.action  # the text agents already see stays
+    assert (again.evidence_reporters, again.evidence_reporter_count) == (["k1", "k2", "k3", "k4", "k5"], 5)
+
+
+def test_spellings_of_one_lesson_count_their_reporters_once_each() -> None:
+    from opslake.analysis.playbooks.grouping import lesson_key
+
+    assert (
+        len(
+            {
+                lesson_key(t)
+                for t in [
+                    *SPELLINGS,
+                    "RETRY  /match with role and city set!",
+                    "Ｒetry /match with role and city set…",
+                ]
+            }
+        )
+        == 1
+    )
+    assert lesson_key("Retry /match with role and city set") != lesson_key("Retry /match with role set")
+
+
+def test_a_model_written_draft_counts_the_groups_reporters() -> None:
+    operation = "fill a welder shift in Austin"
+    rows = [log_row(i, f"k{i + 1}", operation, text) for i, text in enumerate(SPELLINGS)]
+    rows += [log_row(5, "k4", operation, "Call /match with role only")]
+    [group] = candidate_groups([], rows)
+    draft = heuristic_draft(group).model_copy(update={"action": "Set role and city on every /match call"})
+    merged = merge_candidates([], [DistilledCandidate(group, draft, "model-x")], now=NOW)
+    assert merged.entries[0].evidence_reporters == ["k1", "k2", "k3", "k4"]
 
 
 def test_an_approach_counts_only_its_own_reporters() -> None:

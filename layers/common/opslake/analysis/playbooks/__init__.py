@@ -37,6 +37,7 @@ from opslake.analysis.playbooks.grouping import (
     LogRow,
     SuccessRow,
     candidate_groups,
+    lesson_key,
     success_template,
 )
 from opslake.analysis.playbooks.lifecycle import EntryNotFoundError, Review, approve, review, snapshot
@@ -69,6 +70,7 @@ __all__ = [
     "entry_id_for",
     "find_duplicate",
     "heuristic_draft",
+    "lesson_key",
     "merge_candidates",
     "playbook_prompt",
     "rejection_reason",

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import model_validator
 
+from opslake.analysis.fence import compatible
 from opslake.analysis.reporters import ReporterTrust, cap_witnesses
 from opslake.analysis.signatures import input_template, normalize
 from opslake.models.analysis import Diagnosis
@@ -151,6 +152,19 @@ def success_template(input_summary: str | None) -> str:
     return f"{head} {input_template(body)}".strip() if body else head
 
 
+#: Stripped from the end of a lesson before texts are compared: "set", "set." and "set!" say the same.
+_TRAILING_PUNCTUATION = " .,;:!?…"
+
+
+def lesson_key(text: str) -> str:
+    """The one normal form under which two texts are the same lesson: NFKC (and typographic quotes
+    and dashes as ASCII, :func:`~opslake.analysis.fence.compatible`), casefolded, whitespace
+    collapsed, trailing punctuation stripped. Reporters are counted per lesson by this key (here
+    and when a later window gives the same text, :mod:`.merging`), never per spelling: one honest
+    lesson written with and without a final period is one lesson with all its reporters."""
+    return " ".join(compatible(text).casefold().split()).rstrip(_TRAILING_PUNCTUATION)
+
+
 def _key(*parts: str | None) -> str:
     return "|".join(part or "-" for part in parts)
 
@@ -245,13 +259,21 @@ def candidate_groups(
         logs_.sort(key=lambda r: (r.ts, r.op_id))
         head = logs_[0]
         operation = head.operation.strip()
-        # the approach vouched for by most independent reporters first (a key claiming many agents
-        # is one reporter); ties: the shorter, then alphabetical
+        # one lesson in several spellings is one approach (:func:`lesson_key`), shown in the spelling
+        # most reporters used; the approach vouched for by most independent reporters first (a key
+        # claiming many agents is one reporter); ties: the shorter, then alphabetical
         support: dict[str, set[str]] = defaultdict(set)
+        spellings: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         for log in logs_:
-            support[log.approach] |= _witnesses([log], trust)
-        weight = {approach: trust.count(witnesses) for approach, witnesses in support.items()}
-        approaches = sorted(support, key=lambda a: (-weight[a], len(a), a))
+            witnessed = _witnesses([log], trust)
+            support[lesson_key(log.approach)] |= witnessed
+            spellings[lesson_key(log.approach)][log.approach] |= witnessed
+        spelled = {
+            key: min(by, key=lambda a: (-trust.count(by[a]), len(a), a)) for key, by in spellings.items()
+        }
+        weight = {key: trust.count(witnesses) for key, witnesses in support.items()}
+        keys = sorted(support, key=lambda k: (-weight[k], len(spelled[k]), spelled[k]))
+        approaches = [spelled[k] for k in keys]
         witnesses = _witnesses(logs_, trust)
         groups.append(
             CandidateGroup(
@@ -260,7 +282,7 @@ def candidate_groups(
                 op_ids=tuple(r.op_id for r in logs_[-MAX_EVIDENCE:]), agents=_rank_agents(logs_),
                 agent_count=len(agents), count=len(logs_), operation=operation,
                 approaches=tuple(approaches),
-                approach_reporters=tuple(tuple(sorted(cap_witnesses(support[a])))[:MAX_TRACKED_AGENTS] for a in approaches),
+                approach_reporters=tuple(tuple(cap_witnesses(support[k]))[:MAX_TRACKED_AGENTS] for k in keys),
                 excerpts=_excerpts(r.evidence for r in logs_),
                 reporters=tuple(sorted(witnesses))[:MAX_TRACKED_AGENTS], reporter_count=trust.count(witnesses),
             )

@@ -23,6 +23,7 @@ from opslake.analysis.fence import (
     served_fields_refusal,
 )
 from opslake.analysis.playbooks.drafting import DistilledCandidate, known_for
+from opslake.analysis.playbooks.grouping import lesson_key
 from opslake.analysis.reporters import ReporterTrust, cap_witnesses
 from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, PlaybookEntry
 
@@ -96,15 +97,15 @@ def _union(old: Sequence[str], new: Iterable[str], cap: int) -> list[str]:
 def supporting_reporters(candidate: DistilledCandidate) -> tuple[str, ...]:
     """The reporters who vouch for the text ``candidate`` would serve: for a ``/log`` group whose
     action is one of its approaches (as the fence served it, perhaps cut), that approach's
-    reporters only; otherwise (validated parts, a diagnosis, a call shape) the group's."""
+    reporters only (compared by :func:`~.grouping.lesson_key`); otherwise (validated parts, a
+    diagnosis, a call shape, a model's own words) the group's."""
     group, action = candidate.group, _plain(candidate.draft.action.removeprefix("Avoid: "))
     if group.source != "log" or len(group.approach_reporters) != len(group.approaches):
         return group.reporters
     cut = action.endswith(ELLIPSIS)
-    action = action.removesuffix(ELLIPSIS)
+    key = lesson_key(action.removesuffix(ELLIPSIS))
     for approach, reporters in zip(group.approaches, group.approach_reporters, strict=True):
-        plain = _plain(approach)
-        if plain == action or (cut and plain.startswith(action)):
+        if lesson_key(approach) == key or (cut and _plain(approach).casefold().startswith(key)):
             return reporters
     return group.reporters
 
@@ -114,8 +115,9 @@ def _plain(text: str) -> str:
 
 
 def _same_text(a: str, b: str) -> bool:
-    """Served texts that read the same (case and spacing aside)."""
-    return _plain(a).casefold() == _plain(b).casefold()
+    """Served texts that say the same lesson (:func:`~.grouping.lesson_key`: case, spacing,
+    compatibility forms and trailing punctuation aside): their reporters add up."""
+    return lesson_key(a) == lesson_key(b)
 
 
 def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str | None:
