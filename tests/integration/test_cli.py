@@ -337,6 +337,17 @@ def test_approving_an_entry_the_fence_refuses_takes_override_fence(
     [entry] = json.loads(out)
     assert entry["status"] == "active" and entry["approved_at"]
     assert entry["fence_override_reason"].startswith("endpoint")
+    # the operator may instead retire it: it leaves the snapshot at once
+    code, out, err = running.cli(capsys, "playbooks", "retire", "pb_cli_fence")
+    assert code == 0 and out.startswith("retired pb_cli_fence"), err
+    snapshot = json.loads(
+        s3.get_object(Bucket=running.stack.bucket, Key="playbooks/current.json")["Body"].read()
+    )
+    assert snapshot["entries"] == []
+    code, out, _ = running.cli(capsys, "playbooks", "list", "--format", "json")
+    assert [(e["entry_id"], e["status"]) for e in json.loads(out)] == [("pb_cli_fence", "retired")]
+    code, _, err = running.cli(capsys, "playbooks", "retire", "pb_missing")
+    assert code == 2 and "no playbook entry 'pb_missing'" in err
 
 
 # ---- invoke (sam local invoke's habits) ---------------------------------------------------------

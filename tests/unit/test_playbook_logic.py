@@ -582,6 +582,19 @@ def test_approving_an_entry_the_fence_refuses_takes_an_explicit_override(change:
     assert plain.approved_at == NOW and plain.fence_override_reason is None
 
 
+def test_an_operator_retires_an_entry_for_good() -> None:
+    from opslake.analysis.playbooks import retire
+
+    approved = _served_sql_entry().model_copy(update={"endpoint": "10.20.30.40:8443", "approved_at": T0})
+    [entry] = retire([approved], approved.entry_id, NOW)
+    assert (entry.status, entry.retired_at) == ("retired", NOW) and snapshot([entry], NOW).entries == []
+    assert retire([entry], entry.entry_id, NOW + timedelta(hours=1)) == [entry]  # idempotent
+    reviewed = review([entry], trust=ReporterTrust(), min_reporters=2, approval_mode=False, now=NOW)
+    assert reviewed.entries == [entry] and reviewed.refused == []  # reported no more
+    with pytest.raises(EntryNotFoundError):
+        retire([entry], "pb_missing", NOW)
+
+
 SPELLINGS = [
     "Retry /match with role and city set",
     "Retry /match with role and city set.",

@@ -174,6 +174,31 @@ def cmd_playbooks_approve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_playbooks_retire(args: argparse.Namespace) -> int:
+    """Stop serving an entry for good (say, an approved one a consolidator run reports as refused by
+    the lesson fence): it leaves GET /playbooks at once and is never revived."""
+    from opslake.analysis.playbooks import EntryNotFoundError
+    from opslake.jobs.consolidator import retire_entry
+    from opslake.jobs.lease import LeaseLostError
+    from opslake.lake.store import S3ObjectStore
+
+    settings, s3, where = _playbooks_target(args)
+    try:
+        entry = retire_entry(
+            settings,
+            S3ObjectStore(s3, settings.lake_bucket),
+            _consolidator_state(settings, s3),
+            args.entry_id,
+            now=datetime.now(UTC),
+        )
+    except EntryNotFoundError as exc:
+        raise CliError(f"no playbook entry {args.entry_id!r} (see `opslake playbooks list`)", 2) from exc
+    except LeaseLostError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"retired {entry.entry_id} in the {where}: {entry.kind} - {entry.trigger} -> {entry.action}")
+    return 0
+
+
 def add_playbooks(commands: Commands) -> None:
     playbooks = commands.add_parser(
         "playbooks", help="playbook entries (local stack, or --aws)"
@@ -194,6 +219,10 @@ def add_playbooks(commands: Commands) -> None:
     )
     aws_options(approve, "usage plan")
     approve.set_defaults(func=cmd_playbooks_approve)
+    retire = playbooks.add_parser("retire", help="stop serving an entry for good (never revived)")
+    retire.add_argument("entry_id")
+    aws_options(retire, "usage plan")
+    retire.set_defaults(func=cmd_playbooks_retire)
 
 
 # ---- dataset ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ __all__, __getattr__ = lazy_exports(
             "build_consolidator",
             "publish",
             "read_entries",
+            "retire_entry",
         ),
     },
 )

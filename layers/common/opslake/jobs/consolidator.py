@@ -34,6 +34,7 @@ from opslake.analysis.playbooks import (
     candidate_groups,
     distill,
     merge_candidates,
+    retire,
     review,
     snapshot,
 )
@@ -428,12 +429,41 @@ def approve_entry(
     ``fence_override_reason``). Raises :class:`EntryNotFoundError`, ``ValueError`` (a retired
     entry, or a fence-refused one without ``override_fence``) or :class:`LeaseLostError` (a run
     holds the lease: try again shortly)."""
+    return _change_entry(
+        settings,
+        store,
+        state,
+        entry_id,
+        lambda es: approve(es, entry_id, now, override_fence=override_fence),
+        now,
+    )
+
+
+def retire_entry(
+    settings: Settings, store: ObjectStore, state: StateStore, entry_id: str, *, now: datetime
+) -> PlaybookEntry:
+    """Stop serving an entry for good and publish the new snapshot (say, an approved entry the
+    lesson fence refuses, which runs report but keep serving); under the lease like
+    :func:`approve_entry`. Raises :class:`EntryNotFoundError` or :class:`LeaseLostError`."""
+    return _change_entry(settings, store, state, entry_id, lambda es: retire(es, entry_id, now), now)
+
+
+def _change_entry(
+    settings: Settings,
+    store: ObjectStore,
+    state: StateStore,
+    entry_id: str,
+    change: Callable[[list[PlaybookEntry]], list[PlaybookEntry]],
+    now: datetime,
+) -> PlaybookEntry:
+    """An operator's change to the entries: under the consolidator's lease (a run and the change
+    never overwrite each other), committed, then published."""
     lease = state.acquire()
     if lease is None:
         raise LeaseLostError("a consolidator run holds the lease: try again in a minute")
     try:
         entries = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
-        entries = approve(entries, entry_id, now, override_fence=override_fence)
+        entries = change(entries)
         state.commit(
             lease,
             watermark=lease.state.watermark,

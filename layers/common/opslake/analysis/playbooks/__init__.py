@@ -40,7 +40,7 @@ from opslake.analysis.playbooks.grouping import (
     lesson_key,
     success_template,
 )
-from opslake.analysis.playbooks.lifecycle import EntryNotFoundError, Review, approve, review, snapshot
+from opslake.analysis.playbooks.lifecycle import EntryNotFoundError, Review, approve, retire, review, snapshot
 from opslake.analysis.playbooks.merging import (
     MergeResult,
     Rejection,
@@ -74,6 +74,7 @@ __all__ = [
     "merge_candidates",
     "playbook_prompt",
     "rejection_reason",
+    "retire",
     "review",
     "similarity",
     "snapshot",

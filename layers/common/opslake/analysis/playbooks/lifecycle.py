@@ -150,6 +150,23 @@ def approve(
     return out
 
 
+def retire(entries: Sequence[PlaybookEntry], entry_id: str, now: datetime) -> list[PlaybookEntry]:
+    """Stop serving an entry for good (``opslake playbooks retire ID``): say, an approved one the
+    lesson fence refuses (:func:`review` reports those). A retired entry is never revived; a
+    candidate that says the same is refused (:func:`~.merging.merge_candidates`). Idempotent."""
+    out: list[PlaybookEntry] = []
+    found = False
+    for entry in entries:
+        if entry.entry_id == entry_id:
+            found = True
+            if entry.status != "retired":
+                entry = entry.model_copy(update={"status": "retired", "retired_at": now, "updated_at": now})
+        out.append(entry)
+    if not found:
+        raise EntryNotFoundError(entry_id)
+    return out
+
+
 def snapshot(entries: Iterable[PlaybookEntry], now: datetime) -> PlaybookSnapshot:
     """What ``GET /playbooks`` serves: active entries only, in a stable order."""
     active = sorted((e for e in entries if e.status == "active"), key=lambda e: e.entry_id)
