@@ -1,10 +1,10 @@
 """The lake writer's logic: a batch of queue messages in, Parquet objects and rejects out.
 
 * A message holds one or more op records, one per line (:mod:`opslake.queue.packing`; old
-  one-op messages are the one-line case). Each record becomes a *record* of its own, identified
-  by ``<message id>#<line>`` (a one-record message keeps its message id), so a bad record is a
-  reject on its own while its neighbours land, and object names stay derived from the ids, the
-  same for every delivery of the same messages. A failure of any of a message's records reports
+  one-op messages are the one-line case). Each line is handled as a record of its own, known as
+  ``<message id>#<line>`` (a one-line message keeps its message id), so a bad record is a reject
+  on its own while its neighbours land, and object names stay derived from these ids, the same
+  for every delivery of the same messages. A failure of any of a message's records reports
   the whole message for redelivery (SQS retries messages, not lines).
 * A batch is first decoded at once in Arrow (:mod:`opslake.lake.fastpath`); when that path
   cannot vouch for every message, each message is parsed on its own. A message that can never be
