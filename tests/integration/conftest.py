@@ -12,6 +12,7 @@ import pytest
 from moto import mock_aws
 
 from opslake.lake.schema import glue_columns
+from opslake.queue import unpack
 from opslake_local.drain import Drainer
 from opslake_local.http import LocalApi
 from opslake_local.stack import QUIET_ENV, LocalStack
@@ -54,6 +55,10 @@ class Aws:
         ).get("Messages"):
             messages.extend(batch)
         return messages
+
+    def receive_records(self) -> list[str]:
+        """Every op record on the queue, unpacked from its messages (several per message)."""
+        return [record for message in self.receive_all() for record in unpack(message["Body"])]
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from opslake.lake.store import S3ObjectStore
 from opslake.llm import LlmClient, LlmConfig
 from opslake.models.ops import QueuedOp
 from opslake.query.embedded import EmbeddedEngine
-from opslake.queue import SqsOpsQueue
+from opslake.queue import SqsOpsQueue, unpack
 from tests.fake_llm import FakeLlm
 from tests.integration.jobs_support import Lake, receive_all, write_ops
 
@@ -232,7 +232,7 @@ def test_model_diagnoses_are_validated_recorded_and_bounded(jobs_lake: Lake) -> 
         quiet = analyzer(lake, now + timedelta(minutes=10), llm=llm, diagnosis_budget=2).run()
         assert quiet.llm_calls == 0 and len(server.completions) == 3
 
-    llm_ops = [json.loads(m["Body"]) for m in receive_all(lake)]
+    llm_ops = [json.loads(record) for m in receive_all(lake) for record in unpack(m["Body"])]
     assert len([o for o in llm_ops if o["source"] == "llm"]) == 3
     assert all(o["endpoint"] == "llm:chat.completions" and o["success"] for o in llm_ops)
     assert {o["attributes"]["model"] for o in llm_ops} == {"fake-model"}

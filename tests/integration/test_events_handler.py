@@ -33,7 +33,7 @@ def call(module, event: dict[str, Any], context) -> tuple[int, dict[str, str], d
 
 
 def queued(aws: Aws) -> list[QueuedOp]:
-    return [QueuedOp.model_validate_json(m["Body"]) for m in aws.receive_all()]
+    return [QueuedOp.model_validate_json(record) for record in aws.receive_records()]
 
 
 def test_sample_event_is_accepted_and_enqueued_with_the_key_name(aws: Aws, events, lambda_context) -> None:

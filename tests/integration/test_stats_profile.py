@@ -286,7 +286,8 @@ def seeded(local: tuple[LocalStack, httpx.Client, Drainer]) -> tuple[LocalStack,
     assert answer.status_code == 202, answer.text
     assert len(answer.json()["accepted"]) == len(POSTED)
     result = drainer.drain()
-    assert (result.failed, result.written) == (0, len(POSTED))
+    # the drain counts messages, and one request's ops travel packed in one message (issue 13)
+    assert (result.failed, result.written) == (0, 1)
     return stack, client
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from moto.sqs.responses import SQSResponse
 
 from opslake.models import OpInput
 
@@ -207,3 +208,42 @@ def test_events_to_lake_round_trip(aws: Aws, load_handler, writer, lambda_contex
     assert second["error"] == "password=[REDACTED] rejected" and second["success"] is False
     sent = min(int(m["Attributes"]["SentTimestamp"]) for m in messages)
     assert first["ingested_at"] >= datetime.fromtimestamp(sent / 1000, tz=UTC) - timedelta(milliseconds=1)
+
+
+def test_500_ops_are_one_send_call_and_land_once_even_when_redelivered(
+    aws: Aws, load_handler, writer, lambda_context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13: POST /events packs ops per message (one SendMessageBatch call for 500 ops, where one
+    message per op made 50), and the writer unpacks them; a redelivered batch adds no rows."""
+    calls: list[int] = []
+    send_message_batch = SQSResponse.send_message_batch
+
+    def counted(self: SQSResponse) -> Any:  # moto's side of the wire: every call, whatever the client
+        calls.append(1)
+        return send_message_batch(self)
+
+    monkeypatch.setattr(SQSResponse, "send_message_batch", counted)
+    events = load_handler("functions/observer/events.py", **aws.env())
+    ops = [
+        {"endpoint": "tool:search", "success": i % 2 == 0, "duration_ms": 1.5, "input_summary": "q" * 1500}
+        for i in range(500)
+    ]
+    response = events.handler(
+        api_event("POST", "/events", json.dumps({"ops": ops}), key_id=aws.key_id), lambda_context
+    )
+    assert response["statusCode"] == 202
+    accepted = json.loads(response["body"])["accepted"]
+    assert len(accepted) == 500 and len(calls) == 1
+    messages = aws.receive_all()
+    assert 1 < len(messages) <= 4  # ~0.8 MB of records in messages of at most 256 KiB
+    event = {
+        "Records": [
+            sqs_record(m["Body"], message_id=m["MessageId"], sent_ms=int(m["Attributes"]["SentTimestamp"]))
+            for m in messages
+        ]
+    }
+    assert writer.handler(event, lambda_context) == {"batchItemFailures": []}
+    keys = aws.keys("ops/")
+    assert writer.handler(event, lambda_context) == {"batchItemFailures": []}  # redelivered
+    assert aws.keys("ops/") == keys
+    assert sorted(r["op_id"] for r in lake_rows(aws)) == sorted(accepted)

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pyarrow.parquet as pq
+import pytest
 
 from opslake.lake.layout import batch_name, ops_object_key
 from opslake.lake.schema import OPS_SCHEMA
@@ -125,3 +126,76 @@ def test_rejects_write_failure_is_retried_not_dropped() -> None:
     store.fail_keys_containing = "rejects/"
     report = lake.write_batch([QueueMessage("m-poison", "{", millis(T0)), message("ok")])
     assert report.failed_message_ids == ["m-poison"] and report.records_written == 1
+
+
+# ---- packed messages (issue 13): several op records per SQS message, one per line ----------------
+def packed(message_id: str, *bodies: str, sent_at: datetime = T0) -> QueueMessage:
+    return QueueMessage(message_id, "\n".join(bodies), millis(sent_at))
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_a_packed_message_lands_every_op_in_it(fast_path: bool) -> None:
+    store, catalog = MemoryStore(), MemoryCatalog()
+    lake = LakeWriter(store, catalog, ops_prefix="ops/", rejects_prefix="rejects/", fast_path=fast_path)
+    report = lake.write_batch([packed("m1", *(op_body(f"op-{i}") for i in range(5)))])
+    assert report.records_written == 5 and report.failed_message_ids == [] and report.rejects_written == 0
+    (key,) = store.objects
+    assert key == ops_object_key("ops/", "2026-11-21", "23", [f"m1#{i}" for i in range(5)])
+    assert [r["op_id"] for r in rows(store, key)] == [f"op-{i}" for i in range(5)]
+
+
+def test_a_bad_op_inside_a_packed_message_is_rejected_alone() -> None:
+    lake, store, _ = writer()
+    bad = json.dumps({"endpoint": "/sql", "success": "perhaps"})
+    report = lake.write_batch([packed("m1", op_body("a"), bad, op_body("c"), "not json")])
+    assert report.records_written == 2 and report.rejects_written == 2
+    assert report.failed_message_ids == []  # the neighbours landed: nothing to redeliver
+    (ops_key,) = [k for k in store.objects if k.startswith("ops/")]
+    assert [r["op_id"] for r in rows(store, ops_key)] == ["a", "c"]
+    (reject_key,) = [k for k in store.objects if k.startswith("rejects/")]
+    lines = {line["message_id"]: line for line in map(json.loads, store.objects[reject_key].splitlines())}
+    assert set(lines) == {"m1#1", "m1#3"}
+    assert "not a valid op record" in lines["m1#1"]["reason"] and lines["m1#1"]["body"] == bad
+    assert lines["m1#3"]["reason"].startswith("not valid JSON")
+
+
+def test_a_redelivered_packed_message_adds_no_rows() -> None:
+    lake, store, _ = writer()
+    batch = [packed("m1", op_body("a"), op_body("b")), message("c")]
+    first = lake.write_batch(batch)
+    objects = dict(store.objects)
+    again = lake.write_batch(list(reversed(batch)))  # SQS redelivers, in any order
+    assert first.records_written == again.records_written == 3
+    assert store.objects == objects  # the same object names, overwritten with the same rows
+    (key,) = store.objects
+    assert sorted(r["op_id"] for r in rows(store, key)) == ["a", "b", "c"]
+
+
+def test_old_one_op_messages_are_still_written_beside_packed_ones() -> None:
+    lake, store, _ = writer()
+    report = lake.write_batch([message("old"), packed("m-new", op_body("p1"), op_body("p2"))])
+    assert report.records_written == 3 and report.failed_message_ids == []
+    (key,) = store.objects
+    assert key == ops_object_key("ops/", "2026-11-21", "23", ["m-old", "m-new#0", "m-new#1"])
+
+
+def test_a_failure_of_any_op_fails_the_whole_packed_message_by_its_sqs_id() -> None:
+    lake, store, _ = writer()
+    later = T0 + timedelta(seconds=1)  # the next hour: another partition
+    store.fail_keys_containing = "hour=00"
+    report = lake.write_batch([packed("m1", op_body("a"), op_body("b")), message("c", later)])
+    # a packed message's ops all share its SentTimestamp, so its partition fails as a whole
+    assert report.failed_message_ids == ["m-c"] and report.records_written == 2
+    store.fail_keys_containing = "hour=23"
+    report = lake.write_batch([packed("m1", op_body("a"), op_body("b")), message("c", later)])
+    assert report.failed_message_ids == ["m1"]  # SQS item identifiers, never "m1#0"
+
+
+def test_duplicates_across_and_inside_packed_messages_collapse() -> None:
+    lake, store, _ = writer()
+    report = lake.write_batch(
+        [packed("m1", op_body("a"), op_body("a")), packed("m2", op_body("a"), op_body("b"))]
+    )
+    assert report.records_written == 2 and report.duplicates_dropped == 2
+    (key,) = store.objects
+    assert sorted(r["op_id"] for r in rows(store, key)) == ["a", "b"]

@@ -38,6 +38,12 @@ class Settings(BaseModel):
         default="rejects/", description="key prefix for records that can never be written"
     )
     queue_retry_after_s: int = Field(default=5, ge=1, le=3600, description="Retry-After sent with a 503")
+    ops_message_max_bytes: int = Field(
+        default=256 * 1024,
+        ge=64 * 1024,  # one record may be 64 KiB (MAX_RECORD_BYTES)
+        le=1024 * 1024,
+        description="op records are packed into SQS messages up to this size: the ops queue's MaximumMessageSize",
+    )
     resolve_key_names: bool = Field(
         default=True, description="look up API key names in API Gateway (else the key id is the identity)"
     )

@@ -47,7 +47,9 @@ def client(service: str) -> Any:
 def ops_queue() -> SqsOpsQueue:
     settings = get_settings()
     settings.require("ops_queue_url")
-    return SqsOpsQueue(client("sqs"), settings.ops_queue_url)
+    return SqsOpsQueue(
+        client("sqs"), settings.ops_queue_url, max_message_bytes=settings.ops_message_max_bytes
+    )
 
 
 @lru_cache(maxsize=1)

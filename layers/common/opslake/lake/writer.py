@@ -1,5 +1,11 @@
 """The lake writer's logic: a batch of queue messages in, Parquet objects and rejects out.
 
+* A message holds one or more op records, one per line (:mod:`opslake.queue.packing`; old
+  one-op messages are the one-line case). Each line is handled as a record of its own, known as
+  ``<message id>#<line>`` (a one-line message keeps its message id), so a bad record is a reject
+  on its own while its neighbours land, and object names stay derived from these ids, the same
+  for every delivery of the same messages. A failure of any of a message's records reports
+  the whole message for redelivery (SQS retries messages, not lines).
 * A batch is first decoded at once in Arrow (:mod:`opslake.lake.fastpath`); when that path
   cannot vouch for every message, each message is parsed on its own. A message that can never be
   written (not JSON, not an op) is a *reject*: it goes to ``rejects/dt=…/`` with its reason and
@@ -8,7 +14,7 @@
   so one key can never replace or shadow another key's op (earliest ``ingested_at`` wins among
   one key's copies), then grouped by partition
   (``dt``/``hour`` of ``ingested_at``) and written as one zstd Parquet object per partition, named
-  from the batch's message ids so that a redelivered batch overwrites its object.
+  from the batch's record ids so that a redelivered batch overwrites its object.
 * A partition whose Glue registration or S3 write fails reports its messages as failed, so SQS
   redelivers exactly those; other partitions of the same batch still land.
 """
@@ -37,6 +43,7 @@ from opslake.lake.store import ObjectStore
 from opslake.models.ops import QueuedOp
 from opslake.models.validation import describe_problems, field_errors
 from opslake.observability import logger
+from opslake.queue.packing import unpack
 
 MAX_REJECT_BODY_CHARS = 64 * 1024
 
@@ -90,6 +97,27 @@ class WriteReport:
     duplicates_dropped: int = 0
     rejects_written: int = 0
     failed_message_ids: list[str] = field(default_factory=list)
+
+
+RECORD_ID_SEPARATOR = "#"
+
+
+def unpack_messages(messages: Sequence[QueueMessage]) -> tuple[list[QueueMessage], dict[str, str]]:
+    """One :class:`QueueMessage` per op record of the batch, and for each record id that is not a
+    message id, the message that holds it. Record ids are ``<message id>#<line>``: the same
+    message always gives the same ids, so object names stay deterministic across redeliveries."""
+    records: list[QueueMessage] = []
+    holder: dict[str, str] = {}
+    for message in messages:
+        lines = unpack(message.body)
+        if len(lines) == 1:  # the old format, and /log's and the middleware's single records
+            records.append(message)
+            continue
+        for line_number, line in enumerate(lines):
+            record_id = f"{message.message_id}{RECORD_ID_SEPARATOR}{line_number}"
+            holder[record_id] = message.message_id
+            records.append(QueueMessage(record_id, line, message.sent_ms))
+    return records, holder
 
 
 def parse_message(message: QueueMessage) -> ParsedOp | Reject:
@@ -242,8 +270,16 @@ class LakeWriter:
         self._fast_path = fast_path
 
     def write_batch(self, messages: Sequence[QueueMessage]) -> WriteReport:
-        """Write a batch: decoded at once in Arrow when :func:`decode_batch` vouches for every
-        message, else validated message by message (which also sorts out the rejects)."""
+        """Write a batch: its records decoded at once in Arrow when :func:`decode_batch` vouches
+        for every one, else validated record by record (which also sorts out the rejects).
+        ``failed_message_ids`` names the SQS messages holding any record that failed."""
+        records, holder = unpack_messages(messages)
+        report = self._write_records(records)
+        if holder:
+            report.failed_message_ids = sorted({holder.get(i, i) for i in report.failed_message_ids})
+        return report
+
+    def _write_records(self, messages: Sequence[QueueMessage]) -> WriteReport:
         decoded = self._decode(messages)
         rejects: list[Reject] = []
         if decoded is not None:

@@ -1,10 +1,11 @@
 """The ops queue: the only way op records leave the request path.
 
-Sends in SQS batches (10 entries, ≤ 256 KB per call), retries entries SQS reports as failed,
-and raises :class:`QueueError` if any record is still not accepted, so callers can answer 503
-instead of acknowledging a record that was never persisted. A call that raises (throttling,
-network, 5xx) was already retried by botocore (see :func:`opslake.runtime.boto_config`) and is
-reported at once.
+Packs op records into messages (as many as fit under the queue's ``MaximumMessageSize``; see
+:mod:`opslake.queue.packing`), sends them in SQS batches (10 entries, ≤ 1 MiB per call), retries
+entries SQS reports as failed, and raises :class:`QueueError` if any message is still not
+accepted, so callers can answer 503 instead of acknowledging a record that was never persisted.
+A call that raises (throttling, network, 5xx) was already retried by botocore (see
+:func:`opslake.runtime.boto_config`) and is reported at once.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from opslake.errors import QueueError
+from opslake.queue.packing import pack
 
 SQS_MAX_ENTRIES = 10
-SQS_MAX_BATCH_BYTES = 256 * 1024
+#: SendMessageBatch's limit on the sum of its bodies (raised from 256 KiB with 1 MiB messages).
+SQS_MAX_BATCH_BYTES = 1024 * 1024
+#: SQS's default ``MaximumMessageSize``; the ops queue states it in template.yaml.
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024
 
 
 class OpsQueue(ABC):
@@ -25,11 +30,11 @@ class OpsQueue(ABC):
 
     @abstractmethod
     def send(self, messages: Sequence[str]) -> None:
-        """Persist every message or raise :class:`QueueError`."""
+        """Persist every op record (``QueuedOp.to_message``) or raise :class:`QueueError`."""
 
 
 def chunk_for_sqs(messages: Sequence[str]) -> list[list[tuple[int, str]]]:
-    """Split messages into SendMessageBatch calls: ≤ 10 entries and ≤ 256 KB each."""
+    """Split message bodies into SendMessageBatch calls: ≤ 10 entries and ≤ 1 MiB each."""
     batches: list[list[tuple[int, str]]] = []
     current: list[tuple[int, str]] = []
     size = 0
@@ -46,24 +51,41 @@ def chunk_for_sqs(messages: Sequence[str]) -> list[list[tuple[int, str]]]:
 
 
 class SqsOpsQueue(OpsQueue):
-    """SQS-backed queue with bounded retries of partially failed batches (``attempts`` calls at most)."""
+    """SQS-backed queue: records packed into messages of at most ``max_message_bytes`` (the
+    queue's ``MaximumMessageSize``), with bounded retries of partially failed batches
+    (``attempts`` calls at most)."""
 
-    def __init__(self, client: Any, queue_url: str, *, attempts: int = 3, backoff_s: float = 0.05) -> None:
+    def __init__(
+        self,
+        client: Any,
+        queue_url: str,
+        *,
+        attempts: int = 3,
+        backoff_s: float = 0.05,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
         self._client = client
         self._queue_url = queue_url
         self._attempts = attempts
         self._backoff_s = backoff_s
+        self._max_message_bytes = max_message_bytes
 
     def send(self, messages: Sequence[str]) -> None:
-        for batch in chunk_for_sqs(messages):
-            self._send_batch(batch)
+        packed = pack(messages, self._max_message_bytes)
+        records_in = [len(indices) for indices, _ in packed]
+        for batch in chunk_for_sqs([body for _, body in packed]):
+            self._send_batch(batch, records_in)
 
-    def _send_batch(self, batch: list[tuple[int, str]]) -> None:
+    def _send_batch(self, batch: list[tuple[int, str]], records_in: list[int]) -> None:
         # SendMessageBatch can succeed as a call while listing some entries as Failed: botocore sees
         # a 200 and does not retry those, so this loop resends them. Exceptions of the call itself
         # come after botocore's own retries: repeating the call here would only multiply them.
         pending = {str(index): body for index, body in batch}
         last_error = ""
+
+        def records_pending() -> int:  # what the caller sent were records: count those
+            return sum(records_in[int(entry_id)] for entry_id in pending)
+
         for attempt in range(self._attempts):
             if attempt:
                 time.sleep(self._backoff_s * 2 ** (attempt - 1))
@@ -74,7 +96,7 @@ class SqsOpsQueue(OpsQueue):
                 )
             except Exception as exc:  # botocore errors, throttling, network: retried by botocore already
                 raise QueueError(
-                    f"the ops queue did not accept {len(pending)} record(s): {type(exc).__name__}: {exc}"
+                    f"the ops queue did not accept {records_pending()} record(s): {type(exc).__name__}: {exc}"
                 ) from exc
             failed = response.get("Failed", [])
             for entry in response.get("Successful", []):
@@ -87,4 +109,4 @@ class SqsOpsQueue(OpsQueue):
             )
             if sender_faults:  # our own message was refused: retrying cannot help
                 break
-        raise QueueError(f"the ops queue did not accept {len(pending)} record(s): {last_error}")
+        raise QueueError(f"the ops queue did not accept {records_pending()} record(s): {last_error}")
