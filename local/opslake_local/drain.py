@@ -8,6 +8,7 @@ the answer: delete what succeeded, make the failed messages visible again. After
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -21,6 +22,11 @@ from opslake_local.template import SqsSource
 log = logging.getLogger(__name__)
 
 SQS_RECEIVE_MAX = 10  # messages per ReceiveMessage call
+# Lambda's invocation payload limit: an event source mapping sends a smaller batch than BatchSize
+# rather than a larger payload. With packed messages (up to 256 KiB each) 10,000 messages could be
+# gigabytes, so the local mapping keeps the same bound.
+LAMBDA_PAYLOAD_MAX = 6 * 1024 * 1024
+RECORD_OVERHEAD = 2048  # an SQS event record's fields around the body (ids, attributes, ARN)
 
 
 @dataclass
@@ -90,13 +96,24 @@ class Drainer:
             self._arns[url] = attributes["Attributes"]["QueueArn"]
         return self._arns[url]
 
+    def _max_message_bytes(self, url: str) -> int:
+        attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
+        return int(attributes["Attributes"].get("MaximumMessageSize", 262_144))
+
     def _receive(self, url: str, batch_size: int) -> list[dict[str, Any]]:
-        """Up to ``batch_size`` messages, 10 per call, stopping when the queue has no more."""
+        """Up to ``batch_size`` messages, 10 per call, stopping when the queue has no more or when
+        one more call could take the event past Lambda's 6 MB payload (each call asks only for as
+        many messages as surely fit, so nothing is received and then handed back)."""
         messages: list[dict[str, Any]] = []
+        payload = 0
+        largest = self._max_message_bytes(url) + RECORD_OVERHEAD
         while len(messages) < batch_size:
+            fits = (LAMBDA_PAYLOAD_MAX - payload) // largest
+            if fits < 1:
+                break
             got = self.sqs.receive_message(
                 QueueUrl=url,
-                MaxNumberOfMessages=min(SQS_RECEIVE_MAX, batch_size - len(messages)),
+                MaxNumberOfMessages=min(SQS_RECEIVE_MAX, batch_size - len(messages), fits),
                 MessageSystemAttributeNames=["All"],
                 MessageAttributeNames=["All"],
                 WaitTimeSeconds=0,
@@ -104,6 +121,7 @@ class Drainer:
             if not got:
                 break
             messages.extend(got)
+            payload += sum(len(json.dumps(m).encode()) + RECORD_OVERHEAD for m in got)
         return messages
 
     def _failed_ids(self, source: SqsSource, records: list[dict[str, Any]], result: Any) -> set[str]:
