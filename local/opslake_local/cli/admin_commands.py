@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opslake_local.cli.target import (
     CliError,
@@ -18,6 +19,9 @@ from opslake_local.cli.target import (
     require_stack,
     stack_output,
 )
+
+if TYPE_CHECKING:  # the models load lazily: the CLI's other commands do not need them
+    from opslake.models.playbooks import PlaybookEntry
 
 
 # ---- keys ---------------------------------------------------------------------------------------
@@ -146,28 +150,38 @@ def cmd_playbooks_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_playbooks_approve(args: argparse.Namespace) -> int:
-    """Publish a proposed entry (approval mode, or evidence from too few independent reporters): it
-    reaches agents with the next GET /playbooks and stays served whatever its evidence until retired."""
+def _change_entry(
+    args: argparse.Namespace, change: Callable[..., PlaybookEntry], **options: Any
+) -> tuple[PlaybookEntry, str]:
+    """Run an operator's change of one entry (``approve_entry`` or ``retire_entry``) on the target
+    stack, under the consolidator's lock, with the CLI's errors; the changed entry and where."""
     from opslake.analysis.playbooks import EntryNotFoundError
-    from opslake.jobs.consolidator import approve_entry
     from opslake.jobs.lease import LeaseLostError
     from opslake.lake.store import S3ObjectStore
 
     settings, s3, where = _playbooks_target(args)
     try:
-        entry = approve_entry(
+        entry = change(
             settings,
             S3ObjectStore(s3, settings.lake_bucket),
             _consolidator_state(settings, s3),
             args.entry_id,
             now=datetime.now(UTC),
-            override_fence=args.override_fence,
+            **options,
         )
     except EntryNotFoundError as exc:
         raise CliError(f"no playbook entry {args.entry_id!r} (see `opslake playbooks list`)", 2) from exc
     except (ValueError, LeaseLostError) as exc:
         raise CliError(str(exc)) from exc
+    return entry, where
+
+
+def cmd_playbooks_approve(args: argparse.Namespace) -> int:
+    """Publish a proposed entry (approval mode, or evidence from too few independent reporters): it
+    reaches agents with the next GET /playbooks and stays served whatever its evidence until retired."""
+    from opslake.jobs.consolidator import approve_entry
+
+    entry, where = _change_entry(args, approve_entry, override_fence=args.override_fence)
     print(f"approved {entry.entry_id} in the {where}: {entry.kind} - {entry.trigger} -> {entry.action}")
     if entry.fence_override_reason:
         print(f"served over the lesson fence's refusal: {entry.fence_override_reason}")
@@ -177,24 +191,9 @@ def cmd_playbooks_approve(args: argparse.Namespace) -> int:
 def cmd_playbooks_retire(args: argparse.Namespace) -> int:
     """Stop serving an entry for good (say, an approved one a consolidator run reports as refused by
     the lesson fence): it leaves GET /playbooks at once and is never revived."""
-    from opslake.analysis.playbooks import EntryNotFoundError
     from opslake.jobs.consolidator import retire_entry
-    from opslake.jobs.lease import LeaseLostError
-    from opslake.lake.store import S3ObjectStore
 
-    settings, s3, where = _playbooks_target(args)
-    try:
-        entry = retire_entry(
-            settings,
-            S3ObjectStore(s3, settings.lake_bucket),
-            _consolidator_state(settings, s3),
-            args.entry_id,
-            now=datetime.now(UTC),
-        )
-    except EntryNotFoundError as exc:
-        raise CliError(f"no playbook entry {args.entry_id!r} (see `opslake playbooks list`)", 2) from exc
-    except LeaseLostError as exc:
-        raise CliError(str(exc)) from exc
+    entry, where = _change_entry(args, retire_entry)
     print(f"retired {entry.entry_id} in the {where}: {entry.kind} - {entry.trigger} -> {entry.action}")
     return 0
 
