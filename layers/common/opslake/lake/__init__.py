@@ -5,8 +5,9 @@ Arrow schema and the one Arrow<->Glue type map), ``parquet``, ``opkey`` (what ma
 op: reporter_id and op_id), ``writer`` (an SQS batch → one Parquet object per hour partition;
 ``fastpath`` decodes a batch with Arrow), ``catalog`` (Glue partitions), ``store`` (whole-object
 puts), ``derived`` (failures, signatures, diagnoses, playbooks), ``conditional`` (JSON objects
-changed only by conditional writes: every lease) and ``compaction`` (closed hours merged and
-swapped in). Names resolve lazily: most modules need pyarrow, which the request path never imports.
+changed only by conditional writes: every lease), ``compaction`` (closed hours merged and
+swapped in) and ``views`` (Glue views as Athena writes them). Names resolve lazily: most modules
+need pyarrow, which the request path never imports.
 """
 
 from opslake._lazy import lazy_exports
@@ -22,6 +23,7 @@ __all__, __getattr__ = lazy_exports(
         "catalog": ("Catalog", "GlueCatalog"),
         "store": ("ObjectStore", "S3ObjectStore"),
         "derived": ("SCHEMAS", "parquet_bytes", "read_rows", "whole_table_key"),
+        "views": ("ensure_view", "is_view", "presto_view_input", "view_definition", "view_sql"),
         "conditional": ("ConditionalJson", "StateError", "lease_is_held"),
         "compaction": ("CompactionOptions", "CompactionReport", "Compactor"),
     },

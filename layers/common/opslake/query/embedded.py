@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from opslake.lake import schema as lake_schema
+from opslake.lake.views import ViewError, is_view, view_definition
 from opslake.query.base import (
     Column,
     QueryEngine,
@@ -32,6 +33,13 @@ from opslake.query.base import (
     QueryTimeoutError,
 )
 from opslake.query.dialect import Predicate, TableRef, TranspiledQuery, to_duckdb
+from opslake.query.partitions import (
+    PartitionFiles,
+    Places,
+    glue_partition_expression,  # noqa: F401  (re-exported: it lived here)
+    storage_path,
+)
+from opslake.query.viewsql import passthrough_columns, push_down, qualify_tables
 
 if TYPE_CHECKING:
     from opslake.config import Settings
@@ -108,25 +116,28 @@ class _Loaded:
     files: list[tuple[str, int]]
 
 
-def _glue_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+#: Views of views are followed this deep (Athena has no limit; a cycle is refused before).
+MAX_VIEW_DEPTH = 8
+
+_Key = tuple[str, str]  # (database, table), lower case: one Glue object
 
 
-def glue_partition_expression(places: tuple[tuple[Predicate, ...], ...] | None) -> str | None:
-    """A Glue ``GetPartitions`` expression equivalent to the query's partition predicates
-    (OR across the places a table is read, AND within one), or ``None`` to list everything."""
-    if not places or any(not conjunction for conjunction in places):
-        return None
-    disjuncts = []
-    for conjunction in places:
-        terms = []
-        for predicate in conjunction:
-            if predicate.op == "in":
-                terms.append(f"{predicate.column} IN ({', '.join(map(_glue_literal, predicate.values))})")
-            else:
-                terms.append(f"{predicate.column} {predicate.op} {_glue_literal(predicate.values[0])}")
-        disjuncts.append("(" + " AND ".join(terms) + ")")
-    return " OR ".join(disjuncts)
+@dataclass
+class _Plan:
+    """What a query reads once views are expanded: base tables with the partition predicates of
+    every place they are read (through views too), the views in creation order (each after the
+    tables and views it reads), and the names each is known by in the SQL."""
+
+    tables: dict[_Key, dict[str, Any]] = field(default_factory=dict)
+    places: dict[_Key, list[tuple[Predicate, ...]]] = field(default_factory=dict)
+    views: dict[_Key, str] = field(default_factory=dict)
+    names: dict[_Key, list[TableRef]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _View:
+    query: TranspiledQuery
+    passthrough: frozenset[str]
 
 
 #: Athena (Trino) refuses a ``sequence`` (or ``repeat``) of more than 10,000 entries; DuckDB would build
@@ -209,9 +220,11 @@ class EmbeddedEngine(QueryEngine):
         database: str,
         memory_limit_mb: int = 1024,
         threads: int = 2,
+        partition_cache_s: float = 30.0,
     ) -> None:
         self._glue = glue_client
         self._fs = filesystem
+        self._partitions = PartitionFiles(glue_client, filesystem, ttl_s=partition_cache_s)
         self.database = database
         self.memory_limit_mb = memory_limit_mb
         self.threads = threads
@@ -258,48 +271,71 @@ class EmbeddedEngine(QueryEngine):
         return con
 
     # -- catalog -------------------------------------------------------------------------------
-    def _table(self, ref: TableRef) -> dict[str, Any]:
-        database = ref.database or self.database
+    def _table(self, database: str, name: str) -> dict[str, Any]:
         try:
-            return dict(self._glue.get_table(DatabaseName=database, Name=ref.name)["Table"])
+            return dict(self._glue.get_table(DatabaseName=database, Name=name)["Table"])
         except self._glue.exceptions.EntityNotFoundException:
             raise QueryFailedError(
-                f"TABLE_NOT_FOUND: Table 'awsdatacatalog.{database}.{ref.name}' does not exist"
+                f"TABLE_NOT_FOUND: Table 'awsdatacatalog.{database}.{name}' does not exist"
             ) from None
 
-    def _partitions(self, ref: TableRef, query: TranspiledQuery) -> list[dict[str, Any]]:
-        """The table's partitions, filtered by Glue itself where the query prunes (listing 720
-        partitions with their schemas costs about a second; one hour's is instant). The caller
-        still checks each partition with ``query.keeps``, so the expression only saves work."""
-        arguments: dict[str, Any] = {
-            "DatabaseName": ref.database or self.database,
-            "TableName": ref.name,
-            "ExcludeColumnSchema": True,  # the table's columns are used; real Glue then sends less
-        }
-        expression = glue_partition_expression(query.predicates.get(ref))
-        if expression:
-            arguments["Expression"] = expression
-        pages = self._glue.get_paginator("get_partitions").paginate(**arguments)
-        return [partition for page in pages for partition in page.get("Partitions", [])]
+    def _view(self, key: _Key, table: dict[str, Any]) -> _View:
+        """A Glue view's SQL transpiled, with the partition columns it passes through."""
+        try:
+            definition = view_definition(table)
+        except ViewError as exc:
+            raise QueryFailedError(f"HIVE_INVALID_VIEW_DATA: {exc}") from None
+        if definition is None:
+            raise QueryFailedError(
+                f"NOT_SUPPORTED: view '{key[0]}.{key[1]}' is a Hive view; only Athena (Presto) views are read"
+            )
+        sql = str(definition["originalSql"])
+        schema = str(definition.get("schema") or key[0]).lower()
+        if schema != self.database.lower():  # its unqualified tables live in the view's database
+            sql = qualify_tables(sql, schema)
+        try:
+            query = to_duckdb(sql)
+        except QueryFailedError as exc:
+            raise QueryFailedError(f"view '{key[0]}.{key[1]}': {exc}") from exc
+        passthrough = passthrough_columns(sql) if len(query.tables) == 1 else frozenset()
+        return _View(query, passthrough)
 
-    def _path(self, location: str) -> str:
-        """A filesystem path for a Glue location (``s3://b/k`` → ``b/k`` for pyarrow's S3)."""
-        parsed = urlparse(location)
-        if parsed.scheme in ("s3", "s3a", "s3n"):
-            return f"{parsed.netloc}{parsed.path}".rstrip("/")
-        return location.rstrip("/")
+    def _plan(self, query: TranspiledQuery) -> _Plan:
+        """Resolve every table the query names through Glue, expanding views (depth
+        :data:`MAX_VIEW_DEPTH`) and carrying partition predicates into the tables under them."""
+        plan = _Plan()
+        definitions: dict[_Key, dict[str, Any]] = {}
+        views: dict[_Key, _View] = {}
 
-    def _files(self, location: str) -> list[tuple[str, int]]:
-        selector = pafs.FileSelector(self._path(location), recursive=True, allow_not_found=True)
-        files = []
-        for info in self._fs.get_file_info(selector):
-            base = info.base_name
-            if info.type == pafs.FileType.File and info.size and not base.startswith(("_", ".")):
-                files.append((info.path, int(info.size)))
-        return files
+        def visit(ref: TableRef, default: str, places: Places, stack: tuple[_Key, ...]) -> None:
+            key = ((ref.database or default).lower(), ref.name.lower())
+            if ref not in plan.names.setdefault(key, []):
+                plan.names[key].append(ref)
+            if key not in definitions:
+                definitions[key] = self._table(*key)
+            table = definitions[key]
+            if not is_view(table):
+                plan.tables[key] = table
+                plan.places.setdefault(key, []).extend(places or ((),))
+                return
+            if key in stack:
+                chain = " -> ".join(".".join(k) for k in (*stack, key))
+                raise QueryFailedError(f"VIEW_IS_RECURSIVE: View is recursive: {chain}")
+            if len(stack) >= MAX_VIEW_DEPTH:
+                raise QueryFailedError(f"NOT_SUPPORTED: views nested deeper than {MAX_VIEW_DEPTH}")
+            if key not in views:
+                views[key] = self._view(key, table)
+            view = views[key]
+            for base in view.query.tables:
+                inner = view.query.predicates.get(base) or ((),)
+                visit(base, key[0], push_down(places or ((),), inner, view.passthrough), (*stack, key))
+            plan.views.setdefault(key, view.query.sql)
 
-    def _load(self, ref: TableRef, query: TranspiledQuery) -> _Loaded:
-        table = self._table(ref)
+        for ref in query.tables:
+            visit(ref, self.database, query.predicates.get(ref) or ((),), ())
+        return plan
+
+    def _load(self, key: _Key, table: dict[str, Any], places: Places) -> _Loaded:
         keys = [k["Name"].lower() for k in table.get("PartitionKeys", [])]
         columns = table["StorageDescriptor"].get("Columns", [])
         schema = pa.schema(
@@ -313,19 +349,15 @@ class EmbeddedEngine(QueryEngine):
         expressions: list[pc.Expression] = []
         files: list[tuple[str, int]] = []
         if keys:
-            for partition in self._partitions(ref, query):
-                values = dict(zip(keys, partition["Values"], strict=True))
-                if not query.keeps(ref, values):
-                    continue
-                found = self._files(partition["StorageDescriptor"]["Location"])
+            for partition in self._partitions.partitions(key[0], table, places):
                 expression = pc.scalar(True)
-                for key, value in values.items():
-                    expression = expression & (pc.field(key) == pa.scalar(value, schema.field(key).type))
-                paths += [path for path, _ in found]
-                expressions += [expression] * len(found)
-                files += found
+                for name, value in zip(keys, partition.values, strict=True):
+                    expression = expression & (pc.field(name) == pa.scalar(value, schema.field(name).type))
+                paths += [path for path, _ in partition.files]
+                expressions += [expression] * len(partition.files)
+                files += partition.files
         else:
-            files = self._files(table["StorageDescriptor"]["Location"])
+            files = self._partitions.list_tree(storage_path(table["StorageDescriptor"]["Location"]))
             paths = [path for path, _ in files]
             expressions = [pc.scalar(True)] * len(paths)
         dataset = ds.FileSystemDataset.from_paths(
@@ -333,23 +365,34 @@ class EmbeddedEngine(QueryEngine):
         )
         return _Loaded(dataset, files)
 
+    @staticmethod
+    def _target(con: duckdb.DuckDBPyConnection, ref: TableRef) -> str:
+        target = f'"{ref.name}"'
+        if ref.database:
+            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{ref.database}"')
+            target = f'"{ref.database}".{target}'
+        return target
+
     # -- running -------------------------------------------------------------------------------
     def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
         query_id = str(uuid.uuid4())
         query = to_duckdb(sql)
+        plan = self._plan(query)
         con = self.connect()
         try:
             files: list[tuple[str, int]] = []
-            for i, ref in enumerate(query.tables):
-                loaded = self._load(ref, query)
+            for i, (key, table) in enumerate(plan.tables.items()):
+                loaded = self._load(key, table, tuple(plan.places[key]))
                 files += loaded.files
                 arrow_name = f"__opslake_arrow_{i}"
                 con.register(arrow_name, loaded.dataset)
-                target = f'"{ref.name}"'
-                if ref.database:
-                    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{ref.database}"')
-                    target = f'"{ref.database}".{target}'
-                con.execute(f'CREATE OR REPLACE VIEW {target} AS SELECT * FROM "{arrow_name}"')
+                for ref in plan.names[key]:
+                    con.execute(
+                        f'CREATE OR REPLACE VIEW {self._target(con, ref)} AS SELECT * FROM "{arrow_name}"'
+                    )
+            for key, view_sql in plan.views.items():
+                for ref in plan.names[key]:
+                    con.execute(f"CREATE OR REPLACE VIEW {self._target(con, ref)} AS {view_sql}")
             result = self._execute(con, query.sql, timeout_s, query_id)
             return QueryResult(
                 columns=result[0],

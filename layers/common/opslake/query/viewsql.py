@@ -1,0 +1,95 @@
+"""A Glue view's SQL in the embedded engine: its tables qualified with the view's database, and
+which partition columns it passes through unchanged, so that a query's ``dt``/``hour``
+predicates on the view can prune the partitions of the table underneath.
+
+Pushing ``dt = 'X'`` from ``SELECT … FROM v WHERE dt = 'X'`` into the table ``v`` reads is sound
+when every row the view outputs with ``dt = 'X'`` comes only from base rows with ``dt = 'X'``:
+the view is one SELECT over one table (no join, no set operation), outputs the base column
+``dt`` under its own name, and neither a window function nor LIMIT/OFFSET mixes rows across
+partitions (a GROUP BY must group by ``dt`` itself). The outer query still filters the rows;
+the pushdown only chooses which files are read.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from opslake.query.dialect import PARTITION_COLUMNS, Predicate
+
+Places = tuple[tuple[Predicate, ...], ...]
+
+
+def _ctes(tree: exp.Expr) -> set[str]:
+    return {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+
+
+def qualify_tables(sql: str, database: str) -> str:
+    """The view's SQL with its unqualified tables qualified by ``database`` (the view's own
+    database, where Athena resolves them), in Athena's dialect; CTE names are left alone."""
+    tree = sqlglot.parse_one(sql, read="athena")
+    ctes = _ctes(tree)
+    for table in tree.find_all(exp.Table):
+        if table.name and not table.db and table.name.lower() not in ctes:
+            table.set("db", exp.to_identifier(database))
+    return tree.sql(dialect="athena")
+
+
+def passthrough_columns(sql: str) -> frozenset[str]:
+    """The partition columns (``dt``, ``hour``) through which outer predicates may be pushed into
+    the view's one base table (empty when the view's shape does not allow it)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="athena")
+    except sqlglot.errors.ParseError:
+        return frozenset()
+    if not isinstance(tree, exp.Select) or tree.args.get("with_") or tree.args.get("with"):
+        return frozenset()
+    if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("joins"):
+        return frozenset()
+    from_ = tree.args.get("from_") or tree.args.get("from")
+    if from_ is None or not isinstance(from_.this, exp.Table) or not from_.this.name:
+        return frozenset()
+    if any(True for _ in tree.find_all(exp.Window)):
+        return frozenset()
+    if any(select is not tree for select in tree.find_all(exp.Select)):
+        return frozenset()  # a subquery (IN, scalar) could read other partitions of the same table
+    group = tree.args.get("group")
+    grouped = (
+        {e.name.lower() for e in group.expressions if isinstance(e, exp.Column)}
+        if group is not None
+        else None
+    )
+    if grouped is None and any(True for _ in tree.find_all(exp.AggFunc)):
+        return frozenset()
+    passed: set[str] = set()
+    for projection in tree.expressions:
+        if isinstance(projection, exp.Star) or (
+            isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+        ):
+            passed.update(PARTITION_COLUMNS)
+            continue
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if (
+            isinstance(inner, exp.Column)
+            and inner.name.lower() in PARTITION_COLUMNS
+            and projection.alias_or_name.lower() == inner.name.lower()
+        ):
+            passed.add(inner.name.lower())
+    if grouped is not None:
+        passed &= grouped
+    return frozenset(passed)
+
+
+def push_down(outer: Places, inner: Places, columns: frozenset[str]) -> Places:
+    """The base table's partition predicates for one view read: the view's own (``inner``), each
+    ANDed with every place the outer query reads the view (``outer``), restricted to the passed-
+    through ``columns``; ``inner`` alone when nothing passes through."""
+    if not columns:
+        return inner
+    combined: list[tuple[Predicate, ...]] = []
+    for conjunction in inner or ((),):
+        for place in outer or ((),):
+            merged = conjunction + tuple(p for p in place if p.column in columns and p not in conjunction)
+            if merged not in combined:
+                combined.append(merged)
+    return tuple(combined)

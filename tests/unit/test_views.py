@@ -1,0 +1,122 @@
+"""Glue views as Athena writes them (opslake.lake.views) and the view analysis the embedded
+engine does before it pushes partition predicates through a view (opslake.query.viewsql)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from opslake.lake.views import ViewError, hive_type, presto_view_input, view_definition, view_sql
+from opslake.query.dialect import Predicate
+from opslake.query.partitions import hive_subtrees
+from opslake.query.viewsql import passthrough_columns, push_down, qualify_tables
+
+SQL = "SELECT endpoint, error, dt, hour FROM ops WHERE NOT success"
+COLUMNS = [("endpoint", "varchar"), ("error", "varchar"), ("dt", "varchar"), ("hour", "varchar")]
+
+
+def test_table_input_is_what_athena_writes_for_create_view() -> None:
+    table = presto_view_input("failures", SQL, COLUMNS, schema="opslake")
+    assert table["Name"] == "failures"
+    assert table["TableType"] == "VIRTUAL_VIEW"
+    assert table["Parameters"] == {"presto_view": "true", "comment": "Presto View"}
+    assert table["ViewExpandedText"] == "/* Presto View */"
+    text = table["ViewOriginalText"]
+    assert text.startswith("/* Presto View: ") and text.endswith(" */")
+    decoded = json.loads(base64.b64decode(text[len("/* Presto View: ") : -len(" */")]))
+    assert decoded == {
+        "originalSql": SQL,
+        "catalog": "awsdatacatalog",
+        "schema": "opslake",
+        "columns": [{"name": n, "type": t} for n, t in COLUMNS],
+    }
+    assert table["StorageDescriptor"]["Columns"] == [{"Name": n, "Type": "string"} for n, _ in COLUMNS]
+    assert view_sql(table) == SQL
+    assert view_definition(table) == decoded
+
+
+def test_view_text_of_other_tables_and_damaged_views() -> None:
+    assert view_sql({"Name": "ops", "TableType": "EXTERNAL_TABLE"}) is None
+    hive_view = {"Name": "v", "TableType": "VIRTUAL_VIEW", "ViewOriginalText": "SELECT 1"}
+    assert view_sql(hive_view) is None  # a Hive view: not Athena's format
+    damaged = presto_view_input("v", SQL, COLUMNS) | {"ViewOriginalText": "/* Presto View: !!! */"}
+    with pytest.raises(ViewError):
+        view_sql(damaged)
+
+
+@pytest.mark.parametrize(
+    ("trino", "hive"),
+    [
+        ("varchar", "string"),
+        ("varchar(12)", "string"),
+        ("integer", "int"),
+        ("real", "float"),
+        ("timestamp(3)", "timestamp"),
+        ("decimal(10, 2)", "decimal(10,2)"),
+        ("array(varchar)", "array<string>"),
+        ("map(varchar, bigint)", "map<string,bigint>"),
+        ("row(name varchar, n bigint)", "struct<name:string,n:bigint>"),
+        ("array(row(a map(varchar, array(double))))", "array<struct<a:map<string,array<double>>>>"),
+    ],
+)
+def test_hive_types(trino: str, hive: str) -> None:
+    assert hive_type(trino) == hive
+
+
+@pytest.mark.parametrize(
+    ("sql", "passed"),
+    [
+        (SQL, {"dt", "hour"}),
+        ("SELECT * FROM ops WHERE NOT success", {"dt", "hour"}),
+        ("SELECT o.*, 1 AS one FROM ops AS o", {"dt", "hour"}),
+        ("SELECT endpoint, o.dt AS dt FROM ops o", {"dt"}),
+        ("SELECT endpoint, dt AS day, hour FROM ops", {"hour"}),  # renamed: not the same column
+        ("SELECT dt, hour, count(*) AS n FROM ops GROUP BY dt, hour", {"dt", "hour"}),
+        ("SELECT dt, hour, count(*) AS n FROM ops GROUP BY dt, hour, endpoint", {"dt", "hour"}),
+        ("SELECT dt, max(hour) AS hour FROM ops GROUP BY dt", {"dt"}),
+        ("SELECT dt, hour FROM ops LIMIT 10", set()),
+        ("SELECT dt, hour, row_number() OVER (ORDER BY ts) AS n FROM ops", set()),
+        ("SELECT a.dt, a.hour FROM ops a JOIN ops b ON a.op_id = b.op_id", set()),
+        ("SELECT dt, hour FROM ops UNION ALL SELECT dt, hour FROM ops", set()),
+        ("SELECT dt, hour FROM ops WHERE op_id IN (SELECT op_id FROM ops WHERE dt = 'x')", set()),
+        ("WITH x AS (SELECT * FROM ops) SELECT dt, hour FROM x", set()),
+    ],
+)
+def test_passthrough_columns(sql: str, passed: set[str]) -> None:
+    assert passthrough_columns(sql) == passed
+
+
+def test_push_down_ands_outer_places_into_the_views_own() -> None:
+    day = Predicate("dt", "=", ("2026-01-02",))
+    hour = Predicate("hour", ">=", ("10",))
+    inner = ((Predicate("dt", ">=", ("2026-01-01",)),),)
+    outer = ((day, hour), (Predicate("dt", "=", ("2026-01-05",)),))
+    assert push_down(outer, inner, frozenset({"dt"})) == (
+        (inner[0][0], day),
+        (inner[0][0], Predicate("dt", "=", ("2026-01-05",))),
+    )
+    assert push_down(outer, inner, frozenset()) == inner
+    assert push_down(outer, ((),), frozenset({"dt", "hour"})) == ((day, hour), (outer[1][0],))
+
+
+def test_qualify_tables_leaves_ctes_and_qualified_tables() -> None:
+    sql = qualify_tables("WITH x AS (SELECT * FROM ops) SELECT * FROM x JOIN other.t ON true", "lake")
+    assert "lake.ops" in sql and "lake.x" not in sql and "other.t" in sql
+
+
+def test_hive_subtrees_follow_the_equalities_on_the_leading_keys() -> None:
+    keys = ["dt", "hour"]
+    day = Predicate("dt", "=", ("2026-01-02",))
+    assert hive_subtrees("b/ops", keys, None) == ["b/ops"]
+    assert hive_subtrees("b/ops", keys, ((day,),)) == ["b/ops/dt=2026-01-02"]
+    assert hive_subtrees("b/ops", keys, ((day, Predicate("hour", "in", ("01", "02"))),)) == [
+        "b/ops/dt=2026-01-02/hour=01",
+        "b/ops/dt=2026-01-02/hour=02",
+    ]
+    assert hive_subtrees("b/ops", keys, ((Predicate("hour", "=", ("01",)),),)) == ["b/ops"]
+    assert hive_subtrees("b/ops", keys, ((day,), ())) == ["b/ops"]
+    assert hive_subtrees("b/ops", keys, ((Predicate("dt", "=", ("a/b",)),),)) == ["b/ops"]
+    nested = ((day,), (day, Predicate("hour", "=", ("01",))))
+    assert hive_subtrees("b/ops", keys, nested) == ["b/ops/dt=2026-01-02"]
