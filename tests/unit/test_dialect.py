@@ -57,6 +57,13 @@ def run(sql: str) -> list[tuple[Any, ...]]:
             3,
         ),
         ("SELECT (current_timestamp - interval '1' hour) < current_timestamp", True),
+        # Trino's replacement syntax ($n groups, \\$ a dollar, \\\\ a backslash) and every match replaced
+        ("SELECT regexp_replace('a1b2c3', '([a-z])([0-9])', '$2$1')", "1a2b3c"),
+        ("SELECT regexp_replace('a1', '([a-z])([0-9])', '\\$1\\\\$2')", "$1\\1"),
+        ("SELECT regexp_replace('a1 b2', '([a-z])[0-9]', '$10')", "a0 b0"),  # one group: $1 then '0'
+        ("SELECT regexp_replace('x.y.z', '[.]', '/')", "x/y/z"),
+        ("SELECT regexp_replace('x.y.z', '[.]')", "xyz"),
+        ("SELECT regexp_replace('aaa', 'a', '$0$0')", "aaaaaa"),
     ],
 )
 def test_rewritten_answers_match_athena(sql: str, athena: Any) -> None:
@@ -90,11 +97,23 @@ def test_cast_of_non_integer_string_fails_like_athena() -> None:
         ("DROP TABLE ops", "DROP"),
         ("SHOW TABLES", "SHOW"),
         ("SELECT 1; SELECT 2", "exactly one statement"),
+        ("SELECT regexp_replace('ab', '(?<n>a)', '${n}')", "group references"),
+        ("SELECT regexp_replace(endpoint, 'a', endpoint) FROM ops", "literal replacement"),
     ],
 )
 def test_refused_constructs_are_named(sql: str, construct: str) -> None:
     with pytest.raises(UnsupportedSqlError, match=construct):
         to_duckdb(sql)
+
+
+def test_regexp_replace_reaches_duckdb_in_re2_syntax_with_the_global_option() -> None:
+    sql = to_duckdb("SELECT regexp_replace(endpoint, '(a)(b)', '$2<x>$1') FROM ops").sql
+    assert "'\\2<x>\\1', 'g')" in sql and "$" not in sql
+
+
+def test_regexp_replace_with_a_missing_group_fails_like_athena() -> None:
+    with pytest.raises(QueryFailedError, match="Illegal group reference"):
+        to_duckdb("SELECT regexp_replace('ab', '(a)', '$2')")
 
 
 def test_syntax_error_is_a_query_failure() -> None:

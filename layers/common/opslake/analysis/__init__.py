@@ -4,6 +4,14 @@
 from opslake.analysis.efficacy import EfficacyResult, OutcomeRow, measure_efficacy
 from opslake.analysis.fence import KnownNames, default_known, instruction_refusal, lesson_refusal
 from opslake.analysis.heuristics import classify, diagnose_heuristically
+from opslake.analysis.masking import (
+    input_template_sql,
+    normalize_endpoint_sql,
+    normalize_sql,
+    signature_id_sql,
+    template_sql,
+    variant_sql,
+)
 from opslake.analysis.playbooks import (
     CandidateGroup,
     DistilledCandidate,
@@ -66,6 +74,7 @@ __all__ = [
     "distill",
     "heuristic_draft",
     "input_template",
+    "input_template_sql",
     "instruction_refusal",
     "is_poisoned",
     "lesson_refusal",
@@ -75,10 +84,15 @@ __all__ = [
     "needs_diagnosis",
     "normalize",
     "normalize_endpoint",
+    "normalize_endpoint_sql",
+    "normalize_sql",
     "sanitize_entry_text",
     "select_for_diagnosis",
     "signature_id",
+    "signature_id_sql",
     "snapshot",
     "template_of",
+    "template_sql",
     "variant_of",
+    "variant_sql",
 ]

@@ -4,19 +4,30 @@ An error message is *normalized* by masking its variable parts (UUIDs, timestamp
 quoted names, paths, ids …) with placeholders, so that ``Column 'salry' cannot be resolved`` and
 ``Column 'ratng' cannot be resolved`` give one template. The template of a failure is its
 endpoint, its error type and its normalized error; the signature id is a hash of the template.
+The rules live in :mod:`opslake.analysis.masking`, which also writes them as SQL: the analyzer
+computes templates in the engine, and these Python functions give the same text.
 
-Pure logic (no I/O): the analyzer reads failures, passes them here, and stores what comes back.
+Pure logic (no I/O): counting and diagnosis selection over signatures.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
+from opslake.analysis.masking import (
+    MAX_NORMALIZED_CHARS,
+    MAX_SCANNED_CHARS,
+    SIGNATURE_PREFIX,
+    VARIANT_CHARS,
+    input_template,
+    normalize,
+    normalize_endpoint,
+    signature_id,
+    template_of,
+    variant_of,
+)
 from opslake.analysis.reporters import ReporterTrust, admits
 from opslake.models.analysis import (
     MAX_SAMPLE_OP_IDS,
@@ -26,185 +37,34 @@ from opslake.models.analysis import (
     Signature,
 )
 
-MAX_NORMALIZED_CHARS = 300  # of a normalized error (the template adds endpoint and error type)
-MAX_SCANNED_CHARS = 2_000  # of the raw text: bounds the work per message
-MAX_VARIANTS = 50  # distinct input variants kept per signature
-SIGNATURE_PREFIX = "sig_"
+__all__ = [
+    "MAX_NORMALIZED_CHARS",
+    "MAX_SCANNED_CHARS",
+    "MAX_VARIANTS",
+    "SIGNATURE_PREFIX",
+    "VARIANT_CHARS",
+    "OpKey",
+    "Reason",
+    "SignatureIndex",
+    "apply_failures",
+    "input_template",
+    "mark_diagnosed",
+    "needs_diagnosis",
+    "normalize",
+    "normalize_endpoint",
+    "select_for_diagnosis",
+    "signature_id",
+    "template_of",
+    "variant_of",
+]
+
 #: An op's identity: (``reporter_id``, ``op_id``), as the lake deduplicates (opslake.lake.opkey).
 OpKey = tuple[str | None, str]
-VARIANT_CHARS = 12
+MAX_VARIANTS = 50  # distinct input variants kept per signature
 
 Reason = Literal["new", "grown", "new_variants"]
 
-_HEX = "0-9a-fA-F"
-_HEX_LETTER = re.compile("[a-fA-F]")
-_DIGIT = re.compile(r"\d")
-
-
-def _hex(match: re.Match[str]) -> str:
-    """A long hex token is a hash or an id only if it mixes letters and digits."""
-    token = match.group()
-    if token[:2] in ("0x", "0X"):
-        return "<hex>"
-    if not _DIGIT.search(token):
-        return token  # a word such as "deadbeef"
-    return "<hex>" if _HEX_LETTER.search(token) else "<num>"
-
-
-Replacement = str | Callable[[re.Match[str]], str]
-Trigger = str | re.Pattern[str] | None
-# (trigger, needs a digit, pattern, replacement), applied in this order, each only when the text
-# holds its trigger (a substring, or a match of a pattern) and a digit if it needs one: cheap checks
-# that skip most of the substitutions. Whole tokens first (URLs, e-mails, ARNs, quoted
-# literals, paths) so their insides are not masked piecemeal; then shapes that contain digits
-# (UUIDs, timestamps, dates, times, IPs, hex, ULIDs) before the generic ids and numbers.
-_RULES: tuple[tuple[Trigger, bool, re.Pattern[str], Replacement], ...] = (
-    ("://", False, re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"`<>]+"), "<url>"),
-    ("@", False, re.compile(r"\b[\w.+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+\b"), "<email>"),
-    ("arn:", False, re.compile(r"\barn:aws[\w\-]*:[^\s'\"`,;)\]]+"), "<arn>"),
-    (
-        re.compile("['\"`]"),
-        False,
-        re.compile(
-            r"(?<![\w'\\])'[^'\n]{0,200}'(?!\w)"
-            r"|(?<![\w\"\\])\"(?:[^\"\\\n]|\\.){0,200}\"(?!\w)"
-            r"|`[^`\n]{0,200}`"
-        ),
-        "<str>",
-    ),
-    (
-        re.compile(r"[/\\]"),
-        False,
-        re.compile(
-            r"(?<![\w<>/:.\-])(?:~|\.{1,2})?(?:/[\w.\-@+]+){2,}/?"  # /var/task/app.py, ~/x/y
-            r"|\b[A-Za-z]:\\[^\s'\"`]+"  # C:\Users\x
-            r"|(?<![\w.\-])[\w.\-]+(?:/[\w.\-]+)+\.[A-Za-z]\w{0,4}\b"  # reports/x/file_3.csv
-        ),
-        "<path>",
-    ),
-    (
-        "-",
-        True,
-        re.compile(rf"\b[{_HEX}]{{8}}-[{_HEX}]{{4}}-[{_HEX}]{{4}}-[{_HEX}]{{4}}-[{_HEX}]{{12}}\b"),
-        "<uuid>",
-    ),
-    (
-        "-",
-        True,
-        re.compile(
-            r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s?Z|\s?[+-]\d{2}:?\d{2}|\s?UTC)?(?!\w)"
-        ),
-        "<ts>",
-    ),
-    (re.compile("[-/]"), True, re.compile(r"\b\d{4}[-/]\d{2}[-/]\d{2}\b"), "<date>"),
-    (":", True, re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
-    (".", True, re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b"), "<ip>"),
-    (None, True, re.compile(rf"\b0[xX][{_HEX}]+\b|(?<![\w\-])[{_HEX}]{{8,}}(?![\w\-])"), _hex),
-    (None, True, re.compile(r"\b[0-7][0-9A-HJKMNP-TV-Z]{25}\b"), "<ulid>"),
-    (
-        None,
-        True,
-        re.compile(
-            r"(?<![\w.])\d+(?:\.\d+)?"
-            r"(?:ms|us|µs|ns|s|sec|secs|m|min|mins|h|hr|hrs|d|b|kb|mb|gb|tb|kib|mib|gib|k|x|%)(?![\w%])",
-            re.IGNORECASE,
-        ),
-        "<num>",
-    ),
-    # a token of letters, digits, _ and - holding both a digit and a letter: W-00123, worker_12, i-0ab3
-    (
-        None,
-        True,
-        re.compile(r"(?<![\w\-<])[A-Za-z_][\w\-]*?\d[\w\-]*|(?<![\w\-<])\d[\d\-]*[A-Za-z_][\w\-]*"),
-        "<id>",
-    ),
-    (
-        None,
-        True,
-        re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)"),
-        "<num>",
-    ),
-    (None, True, re.compile(r"\d+"), "<num>"),  # digits glued to punctuation the rules above leave alone
-)
-_RUNS = re.compile(r"(<([a-z]+)>)(?:\s*,\s*<\2>)+")  # [<num>, <num>, <num>] -> [<num>, ...]
-_SPACE = re.compile(r"\s+")
-_PARTIAL_PLACEHOLDER = re.compile(r"<[a-z]*$")
-_ENDPOINT_SEGMENT = re.compile(
-    rf"^(?:\d+|[{_HEX}]{{8}}-[{_HEX}]{{4}}-[{_HEX}]{{4}}-[{_HEX}]{{4}}-[{_HEX}]{{12}}|(?=.*\d)[\w\-.]{{4,}})$"
-)
 _CACHE_LIMIT = 100_000
-
-
-def normalize(text: str, *, limit: int = MAX_NORMALIZED_CHARS) -> str:
-    """``text`` with its variable parts masked, whitespace collapsed, at most ``limit`` characters."""
-    text = text[:MAX_SCANNED_CHARS]
-    has_digit: bool | None = None
-    for trigger, needs_digit, pattern, replacement in _RULES:
-        if needs_digit:
-            if has_digit is None:
-                has_digit = _DIGIT.search(text) is not None
-            if not has_digit:
-                break  # the remaining rules all need a digit
-        if trigger is not None and (
-            trigger not in text if isinstance(trigger, str) else trigger.search(text) is None
-        ):
-            continue
-        text = pattern.sub(replacement, text)
-    text = _SPACE.sub(" ", _RUNS.sub(r"\1, ...", text)).strip()
-    if len(text) > limit:
-        text = _PARTIAL_PLACEHOLDER.sub("", text[: limit - 2]).rstrip() + " …"
-    return text
-
-
-def normalize_endpoint(endpoint: str) -> str:
-    """A route with its id-like path segments masked (``/worker/W00042`` → ``/worker/{id}``);
-    gateway routes (``/worker/{id}``) and tool names (``tool:query_db``) are unchanged."""
-    if not endpoint.startswith("/") or not any(c.isdigit() for c in endpoint):
-        return endpoint
-    return "/".join("{id}" if _ENDPOINT_SEGMENT.match(part) else part for part in endpoint.split("/"))
-
-
-def template_of(endpoint: str, error_type: str | None, error: str | None) -> str:
-    """``endpoint | error_type | normalized error`` (a missing error leaves the error type alone)."""
-    head = f"{normalize_endpoint(endpoint)} | {error_type or '-'}"
-    text = normalize(error) if error else ""
-    return f"{head} | {text}" if text else head
-
-
-def signature_id(template: str) -> str:
-    """A stable id for a template: ``sig_`` and 16 hex characters of its SHA-256."""
-    return SIGNATURE_PREFIX + hashlib.sha256(template.encode()).hexdigest()[:16]
-
-
-def _mask_json(value: Any) -> Any:
-    """A JSON document with its values normalized and its keys kept (the input's shape)."""
-    if isinstance(value, dict):
-        return {str(k): _mask_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask_json(v) for v in value[:20]]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float):
-        return "<num>"
-    return normalize(str(value))
-
-
-def input_template(input_summary: str | None) -> str:
-    """The template of an op's input: JSON keeps its keys and masks its values; text is normalized."""
-    if not input_summary:
-        return ""
-    text = input_summary.strip()
-    if text[:1] in "{[":
-        try:
-            return json.dumps(_mask_json(json.loads(text)), sort_keys=True, ensure_ascii=False)[:1_000]
-        except ValueError:
-            pass
-    return normalize(text, limit=1_000)
-
-
-def variant_of(input_summary: str | None) -> str:
-    """A short stable hash of the op's input template (how many ways a signature is reached)."""
-    return hashlib.sha256(input_template(input_summary).encode()).hexdigest()[:VARIANT_CHARS]
 
 
 class SignatureIndex:

@@ -15,6 +15,11 @@ fixes the places where the two would silently answer differently (measured on Du
 * ``regexp_extract`` with no match: Athena NULL, DuckDB ''. Rewritten to
   ``CASE WHEN regexp_matches(s, p) THEN regexp_extract(s, p, g) END``: a real empty match still
   gives '' (a group that did not take part in the match gives '' where Athena gives NULL).
+* ``regexp_replace(s, p, r)``: Trino writes group references in ``r`` as ``$1`` (``\\$`` a literal
+  dollar, ``\\x`` a literal ``x``) and replaces every match; DuckDB (RE2) takes ``\\1`` (``\\\\`` a
+  literal backslash) and replaces the first match unless given the ``'g'`` option. The
+  replacement is translated (a literal only; ``${name}`` and a non-literal replacement are
+  refused) and ``'g'`` is always passed.
 * ``date_diff(unit, a, b)``: Athena counts whole units elapsed, DuckDB's ``date_diff`` counts
   unit boundaries crossed (10:59 → 11:01 is 0 hours in Athena, 1 in DuckDB): → ``date_sub``.
 * ``TIMESTAMP '… .5'``: sqlglot writes ``CAST(… AS TIMESTAMP(0))``, which DuckDB reads as a
@@ -35,6 +40,7 @@ comparing a varchar with a number is implicitly cast (Athena refuses the query).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -108,7 +114,12 @@ class TranspiledQuery:
 
 
 # -- parsing -----------------------------------------------------------------------------------
+_MIN_RECURSION_LIMIT = 20_000  # sqlglot recurses per nesting level: masking SQL nests ~60 calls
+
+
 def _parse(sql: str) -> exp.Expr:
+    if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
+        sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
     try:
         statements = [s for s in sqlglot.parse(sql, read="athena") if s is not None]
     except ParseError as exc:
@@ -163,6 +174,60 @@ def _integer_string_check(value: exp.Expr) -> exp.Expr:
     )
 
 
+def _group_count(pattern: str) -> int:
+    """Capturing groups in a regex: ``(`` not escaped, not in a class, not followed by ``?``."""
+    count, i, in_class = 0, 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "]":  # "[]...]": a leading "]" is a member
+                i += 1
+        elif char == "(" and pattern[i + 1 : i + 2] != "?":
+            count += 1
+        i += 1
+    return count
+
+
+def trino_replacement_to_re2(replacement: str, groups: int | None) -> str:
+    """A Trino ``regexp_replace`` replacement (``$n`` groups, ``\\`` escapes the next character) as
+    RE2's (``\\n`` groups, ``\\\\`` a literal backslash). Trino reads as many digits after ``$`` as
+    name an existing group; RE2 reads one, so a digit after a one-digit reference is only
+    unambiguous when the pattern has fewer than 10 groups (``groups``; None: unknown)."""
+    out: list[str] = []
+    i = 0
+    while i < len(replacement):
+        char = replacement[i]
+        if char == "\\":
+            if i + 1 >= len(replacement):
+                raise QueryFailedError("INVALID_FUNCTION_ARGUMENT: Illegal escape in replacement")
+            literal = replacement[i + 1]
+            out.append("\\\\" if literal == "\\" else literal)
+            i += 2
+        elif char == "$":
+            digit = replacement[i + 1 : i + 2]
+            if not digit.isascii() or not digit.isdigit():
+                raise UnsupportedSqlError(
+                    "regexp_replace: only $0..$9 group references are supported by the embedded engine"
+                )
+            follows = replacement[i + 2 : i + 3]
+            if follows.isascii() and follows.isdigit() and (groups is None or groups >= 10):
+                raise UnsupportedSqlError("regexp_replace: a group reference of more than one digit")
+            if groups is not None and int(digit) > groups:
+                raise QueryFailedError("INVALID_FUNCTION_ARGUMENT: Illegal group reference")
+            out.append("\\" + digit)
+            i += 2
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
 def _rewrite(node: exp.Expr) -> exp.Expr | None:
     """The replacement of one node (children already rewritten), or None to keep it."""
     if isinstance(node, exp.Anonymous) and node.name.lower() in _REJECTED_FUNCTIONS:
@@ -177,6 +242,20 @@ def _rewrite(node: exp.Expr) -> exp.Expr | None:
             "format is not supported by the embedded engine: its patterns differ from Athena's; "
             "use concat or || (and lpad for padding)"
         )
+    if isinstance(node, exp.RegexpReplace):
+        replacement = node.args.get("replacement")
+        if replacement is None:
+            return None  # regexp_replace(s, p): removes every match (sqlglot passes '' and 'g')
+        if not (isinstance(replacement, exp.Literal) and replacement.is_string):
+            raise UnsupportedSqlError("regexp_replace: the embedded engine needs a literal replacement")
+        pattern = node.expression
+        groups = (
+            _group_count(pattern.this) if isinstance(pattern, exp.Literal) and pattern.is_string else None
+        )
+        translated = node.copy()
+        translated.set("replacement", exp.Literal.string(trino_replacement_to_re2(replacement.this, groups)))
+        translated.set("modifiers", exp.Literal.string("g"))
+        return translated
     if isinstance(node, exp.Div):
         return exp.IntDiv(this=node.this, expression=node.expression)
     if isinstance(node, exp.Cast) and node.to.this in _INTEGER_TYPES:
