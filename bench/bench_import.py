@@ -1,12 +1,20 @@
-"""Cold import time of the request-path handlers (goal ≤ 300 ms), and proof they skip pyarrow.
+"""Cold import time of the request-path handlers against ``/health``'s (goal ≤ 1.3×), and proof
+they skip pyarrow.
 
 Each handler is imported in a fresh interpreter with ``python -S -X importtime`` against a
 Lambda-like package directory (the common layer's requirements plus boto3, installed with
-``pip --target`` into out/bench/lambda-site on first use, and nothing else on the path), as a
-Lambda cold start would. The figure is the median over several runs of the sum of top-level
-import times; the script also lists the heaviest top-level imports.
+``pip --target`` into out/bench/lambda-site on first use, and nothing else on the path), in
+Lambda's environment with tracing on (``LAMBDA_TASK_ROOT`` set, ``POWERTOOLS_TRACE_DISABLED``
+not): outside Lambda the X-Ray SDK builds a botocore client to poll sampling rules, which it
+never does in Lambda, so measuring there would count work no deployed function does. The figure
+is the median over several runs of the sum of top-level import times ("importtime") and of the
+wall time of the handler module's execution ("wall", which also counts the module's own code);
+the ratio is the median of each round's ratio to ``/health`` (rounds alternate handlers and
+checkouts, so the machine's load changes hit every row alike). The script also lists the
+heaviest top-level imports. What a handler no longer imports, its first request may: see
+bench_cold_start.py for import plus first request.
 
-    make bench            # or: .venv/bin/python bench/bench_import.py [--runs 7]
+    make bench            # or: .venv/bin/python bench/bench_import.py [--runs 15] [--code OLD_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -18,23 +26,29 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "out" / "bench" / "lambda-site"
+BASELINE = "functions/observer/health.py"
 HANDLERS = [
+    BASELINE,
     "functions/observer/events.py",
-    "functions/observer/health.py",
     "functions/gateway/sql.py",
+    "functions/gateway/match.py",
     "functions/gateway/log.py",
     "functions/gateway/playbooks.py",
     "functions/gateway/model.py",
 ]
 LOADER = """
-import importlib.util, sys
+import importlib.util, sys, time
+t0 = time.perf_counter()
 spec = importlib.util.spec_from_file_location("handler_under_test", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
+print("WALL_MS=%.3f" % ((time.perf_counter() - t0) * 1000))
 print("PYARROW_LOADED=" + str("pyarrow" in sys.modules))
+print("LOADED=" + ",".join(m for m in ("boto3", "botocore.client", "aws_xray_sdk.core") if m in sys.modules))
 """
 LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
@@ -61,17 +75,26 @@ def lambda_site() -> Path:
     return SITE
 
 
-def measure(handler: str) -> tuple[float, bool, list[tuple[int, str]]]:
+class Sample(NamedTuple):
+    importtime_ms: float
+    wall_ms: float
+    pyarrow: bool
+    loaded: str
+    heaviest: list[tuple[int, str]]
+
+
+def measure(code: Path, handler: str) -> Sample:
     env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(lambda_site()), str(ROOT / "layers" / "common")]),
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(lambda_site()), str(code / "layers" / "common")]),
         "AWS_DEFAULT_REGION": "us-east-1",
+        "LAMBDA_TASK_ROOT": str(code),
+        "AWS_LAMBDA_FUNCTION_NAME": "opslake-bench",
         "OPSLAKE_OPS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/ops",
         "OPSLAKE_LAKE_BUCKET": "lake",
-        "POWERTOOLS_TRACE_DISABLED": "true",
     }
     proc = subprocess.run(
-        [sys.executable, "-S", "-X", "importtime", "-c", LOADER, str(ROOT / handler)],
+        [sys.executable, "-S", "-X", "importtime", "-c", LOADER, str(code / handler)],
         capture_output=True,
         text=True,
         env=env,
@@ -85,23 +108,47 @@ def measure(handler: str) -> tuple[float, bool, list[tuple[int, str]]]:
             cumulative = int(match.group(2))
             total_us += cumulative
             top_level.append((cumulative, match.group(4)))
-    loaded = "PYARROW_LOADED=True" in proc.stdout
-    return total_us / 1000, loaded, sorted(top_level, reverse=True)[:5]
+    out = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return Sample(
+        total_us / 1000,
+        float(out["WALL_MS"]),
+        out["PYARROW_LOADED"] == "True",
+        out["LOADED"],
+        sorted(top_level, reverse=True)[:5],
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--code", action="append", type=Path, help="another checkout to time (old code)")
     args = parser.parse_args()
-    print(f"{'handler':34} {'median ms':>10} {'min ms':>8}  pyarrow  heaviest imports (ms)")
-    for handler in HANDLERS:
-        results = [measure(handler) for _ in range(args.runs)]
-        times = [r[0] for r in results]
-        heaviest = ", ".join(f"{name} {us / 1000:.0f}" for us, name in results[-1][2][:4])
-        print(
-            f"{handler:34} {statistics.median(times):10.0f} {min(times):8.0f}  "
-            f"{'yes' if results[-1][1] else 'no':7}  {heaviest}"
-        )
+    codes = [*(args.code or []), ROOT]
+    samples: dict[tuple[Path, str], list[Sample]] = {}
+    for _ in range(args.runs):  # rounds: every handler of every checkout once, then again
+        for code in codes:
+            for handler in HANDLERS:
+                samples.setdefault((code, handler), []).append(measure(code, handler))
+    print(f"{args.runs} fresh processes per row; medians; x = median of each round's ratio to /health")
+    print(
+        f"{'code':20} {'handler':32} {'importtime':>10} {'x':>5} {'wall':>6} {'x':>5}  pyarrow  "
+        "loaded at import  heaviest imports (ms)"
+    )
+    for code in codes:
+        base = samples[(code, BASELINE)]
+        for handler in HANDLERS:
+            rows = samples[(code, handler)]
+            ratio = statistics.median(
+                r.importtime_ms / b.importtime_ms for r, b in zip(rows, base, strict=True)
+            )
+            wall_ratio = statistics.median(r.wall_ms / b.wall_ms for r, b in zip(rows, base, strict=True))
+            heaviest = ", ".join(f"{name} {us / 1000:.0f}" for us, name in rows[-1].heaviest[:4])
+            label = "new (this checkout)" if code == ROOT else str(code)
+            print(
+                f"{label:20} {handler:32} {statistics.median(r.importtime_ms for r in rows):10.0f} "
+                f"{ratio:5.2f} {statistics.median(r.wall_ms for r in rows):6.0f} {wall_ratio:5.2f}  "
+                f"{'yes' if any(r.pyarrow for r in rows) else 'no':7}  {rows[-1].loaded or '-':16}  {heaviest}"
+            )
 
 
 if __name__ == "__main__":

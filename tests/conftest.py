@@ -187,8 +187,11 @@ def fail_aws_calls() -> Iterator[Callable[..., dict[str, int]]]:
     import boto3
     from botocore.exceptions import ClientError
 
+    from opslake import runtime
+
+    # Handlers' clients come from runtime's botocore session, other clients from boto3's default one.
     boto3.setup_default_session()
-    registered: list[tuple[str, Callable[..., None]]] = []
+    registered: list[tuple[Any, str, Callable[..., None]]] = []
 
     def fail(
         service: str, operation: str, *, times: int = 1, code: str = "ServiceUnavailable"
@@ -202,12 +205,12 @@ def fail_aws_calls() -> Iterator[Callable[..., dict[str, int]]]:
 
         event_name = f"before-call.{service}.{operation}"
         assert boto3.DEFAULT_SESSION is not None
-        boto3.DEFAULT_SESSION.events.register(event_name, hook)
-        registered.append((event_name, hook))
+        for events in (boto3.DEFAULT_SESSION.events, runtime.session().get_component("event_emitter")):
+            events.register(event_name, hook)
+            registered.append((events, event_name, hook))
         return counter
 
     yield fail
-    if boto3.DEFAULT_SESSION is not None:
-        for event_name, hook in registered:
-            boto3.DEFAULT_SESSION.events.unregister(event_name, hook)
+    for events, event_name, hook in registered:
+        events.unregister(event_name, hook)
     boto3.DEFAULT_SESSION = None

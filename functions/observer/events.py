@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import boto3  # noqa: F401  (imported during init, when Lambda gives more CPU, not on the first request)
 from aws_lambda_powertools.event_handler import Response
 
 from opslake import runtime

@@ -16,7 +16,7 @@ from opslake.lake.catalog import GlueCatalog
 from opslake.lake.store import S3ObjectStore
 from opslake.lake.writer import LakeWriter, QueueMessage
 from opslake.observability import MetricUnit, logger, metrics
-from opslake.observability.tracing import tracer
+from opslake.observability.tracing import traced
 
 settings = get_settings()
 settings.require("lake_bucket", "glue_database", "ops_table")
@@ -41,7 +41,7 @@ def to_message(record: SQSRecord) -> QueueMessage:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@traced
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
     # A 10,000-record event is ~10^5 live objects; the cyclic collector would traverse them again

@@ -1,7 +1,7 @@
 """One Logger and one Metrics for the whole service, created once per container.
 
-The Tracer lives in :mod:`opslake.observability.tracing`: importing it loads the X-Ray SDK (≈ 120 ms of cold
-start, most of it a botocore client for sampling), so only functions that trace import it.
+The Tracer lives in :mod:`opslake.observability.tracing`, built on a function's first invocation:
+building it loads the X-Ray SDK and patches botocore, which no handler's import should pay for.
 Service name and metrics namespace come from Powertools' own variables
 (POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE) set in template.yaml.
 """

@@ -1,0 +1,140 @@
+"""Request-path handlers import no AWS SDK and no X-Ray SDK, yet their first request is traced.
+
+A handler's import is its cold start's first part; botocore, boto3 and the X-Ray SDK (with its
+patching of botocore) are loaded by the first request instead (opslake.observability.tracing).
+These tests run a handler the way Lambda does with active tracing on: ``LAMBDA_TASK_ROOT`` and a
+sampled ``_X_AMZN_TRACE_ID`` set, tracing not disabled, the X-Ray daemon a UDP socket here. Timing
+is measured in bench/bench_import.py and bench/bench_cold_start.py, never asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE_ROOT = "1-5759e988-bd862e3fe1be46a994272793"
+REQUEST_PATH = sorted(
+    [ROOT / "functions/observer/events.py", *(ROOT / "functions/gateway").glob("*.py")],
+)
+#: Loaded only by the first request (a handler's import must not).
+DEFERRED = ("boto3", "botocore.client", "aws_xray_sdk", "aws_xray_sdk.core")
+
+IMPORT_PROBE = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("handler_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(",".join(name for name in sys.argv[2].split(",") if name in sys.modules))
+"""
+
+FIRST_REQUEST = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("handler_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+loaded_at_import = [name for name in sys.argv[2].split(",") if name in sys.modules]
+
+from moto import mock_aws
+with mock_aws():
+    import boto3
+    queue_url = boto3.client("sqs").create_queue(QueueName="ops")["QueueUrl"]
+    import os
+    os.environ["OPSLAKE_OPS_QUEUE_URL"] = queue_url
+
+    class Context:
+        function_name = "opslake-test"; function_version = "$LATEST"; memory_limit_in_mb = 256
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:opslake-test"
+        aws_request_id = "00000000-0000-0000-0000-000000000000"
+        @staticmethod
+        def get_remaining_time_in_millis(): return 30_000
+
+    response = module.handler(json.load(open(sys.argv[3])), Context())
+    queued = boto3.client("sqs").receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
+print("RESULT " + json.dumps({"loaded_at_import": loaded_at_import, "status": response["statusCode"],
+                              "queued": len(queued)}))
+"""
+
+
+def lambda_env(**extra: str) -> dict[str, str]:
+    """The test process's environment as Lambda with active tracing would set it."""
+    env = {k: v for k, v in os.environ.items() if k != "POWERTOOLS_TRACE_DISABLED"}
+    env.update(
+        LAMBDA_TASK_ROOT=str(ROOT),
+        AWS_LAMBDA_FUNCTION_NAME="opslake-test",
+        OPSLAKE_OPS_QUEUE_URL="https://sqs.us-east-1.amazonaws.com/123456789012/ops",
+        OPSLAKE_LAKE_BUCKET="lake",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "layers" / "common"), env.get("PYTHONPATH", "")]),
+        **extra,
+    )
+    return env
+
+
+@pytest.mark.parametrize("handler", REQUEST_PATH, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_importing_a_request_path_handler_loads_no_aws_or_xray_sdk(handler: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE, str(handler), ",".join(DEFERRED)],
+        capture_output=True,
+        text=True,
+        env=lambda_env(),
+        check=True,
+    )
+    assert result.stdout.strip() == "", f"{handler.name} imports {result.stdout.strip()} at import"
+
+
+def xray_documents(sock: socket.socket) -> list[dict[str, Any]]:
+    """Every segment document the X-Ray SDK sent to the daemon address (header line, then JSON)."""
+    documents = []
+    sock.settimeout(0.5)
+    while True:
+        try:
+            data = sock.recv(65535)
+        except TimeoutError:
+            return documents
+        header, _, body = data.decode().partition("\n")
+        assert json.loads(header) == {"format": "json", "version": 1}
+        documents.append(json.loads(body))
+
+
+def test_first_events_request_is_traced_with_its_sqs_call() -> None:
+    daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    daemon.bind(("127.0.0.1", 0))
+    try:
+        env = lambda_env(
+            _X_AMZN_TRACE_ID=f"Root={TRACE_ROOT};Parent=53995c3f42cd8ad8;Sampled=1",
+            AWS_XRAY_DAEMON_ADDRESS=f"127.0.0.1:{daemon.getsockname()[1]}",
+            OPSLAKE_RESOLVE_KEY_NAMES="false",
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                FIRST_REQUEST,
+                str(ROOT / "functions/observer/events.py"),
+                ",".join(DEFERRED),
+                str(ROOT / "events" / "events_post_single.json"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        documents = xray_documents(daemon)
+    finally:
+        daemon.close()
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result == {"loaded_at_import": [], "status": 202, "queued": 1}
+
+    assert {doc["trace_id"] for doc in documents} == {TRACE_ROOT}
+    handler = next(doc for doc in documents if doc["name"] == "## handler")  # Powertools, built now
+    assert handler["annotations"] == {"ColdStart": True, "Service": "opslake"}
+    # the botocore call, patched before the request's first AWS call, inside the handler's subsegment
+    calls = [doc for doc in documents if doc["namespace"] == "aws" and doc["parent_id"] == handler["id"]]
+    assert [(doc["name"], doc["aws"]["operation"]) for doc in calls] == [("sqs", "SendMessageBatch")]
