@@ -7,18 +7,16 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
+from opslake.analysis import masking
 from opslake.analysis.diagnoser import Diagnoser
 from opslake.jobs.analyzer import Analyzer
 from opslake.jobs.consolidator import Consolidator, outcomes_sql
 from opslake.jobs.lease import StateStore
 from opslake.jobs.trigger import Backfill
-from opslake.lake import derived
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.compaction import Compactor
-from opslake.lake.parquet import to_parquet_bytes
 from opslake.lake.store import S3ObjectStore
 from opslake.models.ops import QueuedOp
 from opslake.models.playbooks import PlaybookEntry
@@ -414,8 +412,8 @@ def test_an_avoid_diagnosis_reported_by_one_key_waits_for_approval(jobs_lake: La
 
 
 def test_failures_are_matched_to_ops_per_api_key_not_per_op_id(jobs_lake: Lake) -> None:
-    """op ids are unique only per API key (issue 12): two keys' failed ops with the same op_id each
-    join their own ``failures`` row (on reporter_id and op_id), so efficacy counts each op once."""
+    """op ids are unique only per API key (issue 12): two keys' failed ops with the same op_id are
+    two failures, each counted once by efficacy (its signature computed from the op itself)."""
     lake = jobs_lake
     write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(6)])
     consolidator(lake, at(30)).run()
@@ -453,28 +451,17 @@ def test_failures_are_matched_to_ops_per_api_key_not_per_op_id(jobs_lake: Lake) 
     )  # fmt: skip
 
 
-def test_failures_written_before_they_kept_the_api_key_still_read_and_match(jobs_lake: Lake) -> None:
-    """An old ``failures`` object (no ``reporter_id`` column) reads the key as NULL and is matched
-    to its op on ``op_id`` alone, as before."""
+def test_efficacy_computes_each_failures_signature_from_the_op_itself(jobs_lake: Lake) -> None:
+    """Issue 13: a failed op's signature is computed in SQL from its endpoint, error type and error,
+    as the analyzer computes it, not joined from ``failures``: the query reads ``ops`` only, and a
+    failure the analyzer has not seen yet is counted against its signature already."""
     lake = jobs_lake
-    op = failure("old-1", at(10), "alice")
-    write_ops(lake, [(op, at(10))])
-    old_schema = pa.schema([f for f in derived.FAILURES_SCHEMA if f.name != "reporter_id"])
-    old_row = {
-        "op_id": "old-1", "signature_id": "sig_old", "endpoint": "/sql", "agent_id": "alice",
-        "error_type": "sql_failed", "ts": at(10), "ingested_at": at(10),
-    }  # fmt: skip
-    lake.client("s3").put_object(
-        Bucket=lake.settings.lake_bucket,
-        Key=derived.failures_key("2026-11-21", "08"),
-        Body=to_parquet_bytes(pa.Table.from_pylist([old_row], schema=old_schema)),
-    )
-    GlueCatalog(lake.client("glue"), lake.settings.glue_database, "failures").ensure_partitions(
-        [("2026-11-21", "08")]
-    )
-    assert query(lake, "SELECT op_id, reporter_id FROM failures") == [{"op_id": "old-1", "reporter_id": None}]
+    op = failure("new-1", at(10), "alice", n=7)
+    write_ops(lake, [(op, at(10))])  # no analyzer run: no failures rows at all
     rows = query(lake, outcomes_sql("ops", Window(at(0), at(60)), ["/sql"]))
-    assert [(r["op_id"], r["signature_id"], r["count"]) for r in rows] == [("old-1", "sig_old", 1)]
+    expected = masking.signature_id(masking.template_of(op.endpoint, op.error_type, op.error))
+    assert [(r["op_id"], r["signature_id"], r["count"]) for r in rows] == [("new-1", expected, 1)]
+    assert "failures" not in outcomes_sql("ops", Window(at(0), at(60)), ["/sql"])
 
 
 def _correction_rounds(key: str, rounds: int) -> list[tuple[QueuedOp, datetime]]:

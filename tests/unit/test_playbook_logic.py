@@ -432,7 +432,8 @@ def test_heuristic_draft_for_other_endpoints_shows_the_call_shape() -> None:
     (group,) = candidate_groups(rows, [])
     draft = heuristic_draft(group)
     assert draft.trigger == "staffing_fill task using /match" and draft.domain == "staffing"
-    assert draft.action == 'Call POST /match shaped like {"count": "{num}", "role": "nurse"}'
+    # the engine computes the shape from the text (issue 13): keys in the order sent, values masked
+    assert draft.action == 'Call POST /match shaped like {"role":"nurse","count":{num}}'
     assert merge_candidates([], [DistilledCandidate(group, draft, HEURISTIC)], now=NOW).created
 
 

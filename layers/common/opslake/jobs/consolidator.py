@@ -4,14 +4,18 @@ measured efficacy, the snapshot ``GET /playbooks`` serves, and compaction of clo
 One run (every 30 minutes, or a backfill):
 
 1. takes the lease on ``state/consolidator.json``;
-2. reads the window's successes and ``/log`` records, and the "avoid" diagnoses created in it;
-3. groups them into candidates (enough ops from enough distinct agents), distils each with the
-   model or the heuristic, sanitizes, and merges near-duplicates into existing entries;
+2. has the engine tally the window's successes and ``/log`` records into groups (one row per
+   group and list element, :mod:`opslake.analysis.playbooks.evidence_sql`: bounded by groups, not
+   by ops), and reads the "avoid" diagnoses created in it;
+3. keeps the groups with enough evidence (enough ops from enough distinct agents) as candidates,
+   distils each with the model or the heuristic, sanitizes, and merges near-duplicates into
+   existing entries;
 4. reviews who may be served: an entry is active when an operator approved it or when enough
    independent reporters (API keys by trust level, ``reporter_id``, never claimed agent_ids)
    vouch for its evidence; others wait as ``proposed`` (``opslake playbooks approve``);
-5. measures every active entry over a lookback of outcomes and applies overseer corrections;
-   entries whose confidence falls below the bar are retired;
+5. measures every active entry over a lookback of outcomes (counted per minute by the engine, each
+   failure's signature computed in SQL) and applies overseer corrections; entries whose confidence
+   falls below the bar are retired;
 6. commits the entries and the watermark with one conditional write (a crash before it redoes
    the window; merging the same evidence twice changes nothing);
 7. publishes the snapshot (one object, replaced whole) and exports the ``playbooks`` table;
@@ -26,17 +30,22 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from opslake.analysis.efficacy import OutcomeRow, measure_efficacy
+from opslake.analysis.masking import signature_id_sql, template_sql
 from opslake.analysis.playbooks import (
     DistilledCandidate,
-    LogRow,
-    SuccessRow,
     approve,
-    candidate_groups,
     distill,
+    groups_from_tallies,
     merge_candidates,
     retire,
     review,
     snapshot,
+)
+from opslake.analysis.playbooks.evidence_sql import (
+    evidence_ops,
+    log_tallies_sql,
+    success_tallies_sql,
+    tallies_from_rows,
 )
 from opslake.analysis.reporters import CONSOLIDATOR_REPORTER, ReporterTrust
 from opslake.config import Settings
@@ -51,7 +60,7 @@ from opslake.models.playbooks import EntryDraft, PlaybookEntry
 from opslake.models.window import Window
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine, QueryFailedError
-from opslake.query.sqltext import partitions_predicate, sql_string_list, timestamp_literal, window_predicate
+from opslake.query.sqltext import sql_string_list, timestamp_literal, window_predicate
 from opslake.queue import OpsQueue
 
 if TYPE_CHECKING:
@@ -105,19 +114,11 @@ def _counted(trust: ReporterTrust | None) -> str:
     return (trust or DEFAULT_TRUST).sql_predicate("reporter_id")
 
 
-def successes_sql(table: str, window: Window, trust: ReporterTrust | None = None) -> str:
-    """The window's successful ops, /log records aside; only keys that count under ``trust`` are
-    evidence (never opslake's own model calls)."""
-    return f"""SELECT op_id, endpoint, agent_id, reporter_id, ts, task_class, input_summary, source, event_kind
-FROM {table}
-WHERE {window_predicate(window)} AND {_counted(trust)} AND success AND coalesce(event_kind, '') <> 'log'"""
-
-
 def logs_sql(table: str, window: Window, trust: ReporterTrust | None = None) -> str:
     """The window's ``/log`` records, each part of the report from its own place: operation, result
     and format are the record's attributes of those names (a NULL format is a record packed the
-    old way, which :class:`LogRow` unpacks). A query of its own, so that the many successes do
-    not carry three more columns each (a million rows of evidence are held as Python rows).
+    old way, which :class:`~opslake.analysis.playbooks.LogRow` unpacks). One row per record: for
+    inspection and tests (a run has the engine tally them, :func:`log_tallies_sql`).
     ``event_kind = 'log'`` is set by ``POST /log``; ``POST /events`` refuses it from clients."""
     return f"""SELECT op_id, endpoint, agent_id, reporter_id, ts, success, task_class, input_summary, output_summary,
        element_at(attributes, 'operation') AS operation, element_at(attributes, 'result') AS result,
@@ -126,15 +127,13 @@ FROM {table}
 WHERE {window_predicate(window)} AND {_counted(trust)} AND event_kind = 'log'"""
 
 
-#: How a ``failures`` row (``f``) is matched to its op (``o``): op ids are unique per API key only,
-#: so the key must match too. A row written before ``failures`` kept the key (NULL) still matches
-#: on ``op_id`` alone, as it always did.
-FAILURE_OF_OP = "f.op_id = o.op_id AND (f.reporter_id IS NULL OR f.reporter_id = o.reporter_id)"
-
-
-def failures_subquery(lookback: Window) -> str:
-    """The lookback's ``failures`` rows, as :data:`FAILURE_OF_OP` matches them to ops."""
-    return f"SELECT op_id, reporter_id, signature_id FROM failures WHERE {partitions_predicate(lookback.partitions())}"
+#: A failed op's signature, computed from the op itself as the analyzer computes it (masking in
+#: SQL, :mod:`opslake.analysis.masking`): no join with ``failures``, so the query reads ``ops``'
+#: partitions only, and a failure the analyzer has not seen yet has its signature already.
+def signature_of_failure(alias: str = "") -> str:
+    p = f"{alias}." if alias else ""
+    template = template_sql(f"{p}endpoint", f"{p}error_type", f"{p}error")
+    return f"CASE WHEN NOT {p}success THEN {signature_id_sql(template)} END"
 
 
 def diagnoses_sql(window: Window) -> str:
@@ -145,9 +144,9 @@ WHERE avoid AND created_at >= {timestamp_literal(window.start)} AND created_at <
 def outcomes_sql(
     table: str, lookback: Window, endpoints: Sequence[str], trust: ReporterTrust | None = None
 ) -> str:
-    """Outcomes for efficacy, each failure with its signature from ``failures`` (matched on
-    ``reporter_id`` and ``op_id``); only ops of keys that count under ``trust`` are measured (never
-    opslake's own, never an untrusted key's, nor with an untrusted default an unnamed key's).
+    """Outcomes for efficacy, each failure with its signature (:func:`signature_of_failure`); only
+    ops of keys that count under ``trust`` are measured (never opslake's own, never an untrusted
+    key's, nor with an untrusted default an unnamed key's).
 
     Ordinary outcomes on the endpoints active entries target are counted per minute, endpoint,
     task class, result and signature (``count``): a day of a million ops becomes thousands of
@@ -164,16 +163,16 @@ def outcomes_sql(
     return f"""SELECT coalesce({keep["op_id"]}, min(o.op_id)) AS op_id, o.endpoint, min(o.agent_id) AS agent_id,
        {minute} AS ts, o.success, o.task_class, {keep["reporter_id"]} AS reporter_id,
        {keep["sig_hash"]} AS sig_hash, {keep["source"]} AS source, {keep["session_id"]} AS session_id,
-       {keep["applied_at_turn"]} AS applied_at_turn, f.signature_id, count(*) AS count
+       {keep["applied_at_turn"]} AS applied_at_turn, o.signature_id, count(*) AS count
 FROM (
   SELECT op_id, endpoint, agent_id, reporter_id, ts, success, task_class, sig_hash, source, session_id,
-         applied_at_turn
+         applied_at_turn, {signature_of_failure()} AS signature_id
   FROM {table}
   WHERE {window_predicate(lookback)} AND {_counted(trust)}
     AND (endpoint IN ({names}) OR source = 'overseer_correction' OR sig_hash IS NOT NULL)
 ) o
-LEFT JOIN ({failures_subquery(lookback)}) f ON {FAILURE_OF_OP}
-GROUP BY o.endpoint, {minute}, o.success, o.task_class, f.signature_id, {", ".join(keep.values())}
+GROUP BY o.endpoint, {minute}, o.success, o.task_class, o.signature_id, {", ".join(keep.values())}
+ORDER BY 4, 2, 6, 5, 12, 1
 LIMIT {MAX_OUTCOME_ROWS}"""
 
 
@@ -194,17 +193,15 @@ def reader_outcomes_sql(
   WHERE {where} AND {_counted(trust)} AND endpoint = '/playbooks' AND element_at(attributes, 'entry_ids') <> ''
   GROUP BY reporter_id, entry_id
 ), o AS (
-  SELECT op_id, endpoint, agent_id, reporter_id, ts, success, task_class
+  SELECT op_id, endpoint, agent_id, reporter_id, ts, success, task_class, {signature_of_failure()} AS signature_id
   FROM {table}
   WHERE {where} AND {_counted(trust)} AND endpoint IN ({names})
-), f AS (
-  {failures_subquery(lookback)}
 )
 SELECT min(o.op_id) AS op_id, o.endpoint, min(o.agent_id) AS agent_id, date_trunc('minute', o.ts) AS ts,
-       o.success, o.task_class, f.signature_id, r.entry_id, count(*) AS count
+       o.success, o.task_class, o.signature_id, r.entry_id, count(*) AS count
 FROM o JOIN r ON r.reporter_id = o.reporter_id AND o.ts >= r.first_read
-LEFT JOIN f ON {FAILURE_OF_OP}
-GROUP BY r.entry_id, o.endpoint, date_trunc('minute', o.ts), o.success, o.task_class, f.signature_id
+GROUP BY r.entry_id, o.endpoint, date_trunc('minute', o.ts), o.success, o.task_class, o.signature_id
+ORDER BY 8, 4, 2, 6, 5, 7
 LIMIT {MAX_OUTCOME_ROWS}"""
 
 
@@ -243,8 +240,9 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             window = self.next_window(
                 lease,
                 now,
-                # A run holds its window's evidence in memory (~2 KB per op): a consolidator that is
-                # behind catches up a bounded window per run rather than a day at once.
+                # The engine tallies the window (the run holds rows per group, not per op); a
+                # consolidator that is behind still catches up a bounded window per run, so that
+                # one query's time stays bounded.
                 initial_lookback=timedelta(hours=self.settings.consolidator_max_window_h),
                 max_span=timedelta(hours=self.settings.consolidator_max_window_h),
             )
@@ -255,23 +253,27 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             return
         report.window = window.as_dict()
 
-        successes = [
-            SuccessRow.model_validate(r)
-            for r in self.query(successes_sql(self.table, window, self.trust), report)
-        ]
-        logs = [
-            LogRow.model_validate(r) for r in self.query(logs_sql(self.table, window, self.trust), report)
-        ]
+        at_least = self.settings.playbook_min_successes
+        min_agents = self.settings.playbook_min_agents
+        success_rows = self.query(
+            success_tallies_sql(
+                self.table, window, self.trust, min_successes=at_least, min_agents=min_agents
+            ),
+            report,
+        )
+        log_rows = self.query(
+            log_tallies_sql(self.table, window, self.trust, min_records=at_least, min_agents=min_agents),
+            report,
+        )
         diagnoses = [Diagnosis.model_validate(r) for r in self._diagnoses(window, report)]
         report.successes_read, report.logs_read, report.diagnoses_read = (
-            len(successes),
-            len(logs),
+            evidence_ops(success_rows),
+            evidence_ops(log_rows),
             len(diagnoses),
         )
 
-        groups = candidate_groups(
-            successes,
-            logs,
+        groups = groups_from_tallies(
+            [*tallies_from_rows(success_rows, "successes"), *tallies_from_rows(log_rows, "log")],
             diagnoses,
             min_successes=self.settings.playbook_min_successes,
             min_agents=self.settings.playbook_min_agents,

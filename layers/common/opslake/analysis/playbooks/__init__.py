@@ -1,7 +1,9 @@
 """The consolidator's pure logic: candidate groups → drafts → playbook entries → snapshot.
 
-No I/O here. The consolidator reads rows since its watermark (successes, ``/log`` entries, the
-analyzer's "avoid" diagnoses), calls :func:`candidate_groups` (:mod:`.grouping`), :func:`distill`
+No I/O here. The consolidator has the engine tally the window's evidence into groups
+(:mod:`.evidence_sql` writes the SQL: successes and ``/log`` entries, rows bounded by groups, not
+by ops), reads the analyzer's "avoid" diagnoses, calls :func:`groups_from_tallies`
+(:mod:`.grouping`; :func:`candidate_groups` is the same over rows in memory), :func:`distill`
 for each group (:mod:`.drafting`: the LLM when configured, else or on any invalid/poisoned answer
 the heuristic), :func:`merge_candidates` against the current entries (:mod:`.merging`),
 :mod:`opslake.analysis.efficacy`, and writes :func:`snapshot` (:mod:`.lifecycle`: active entries
@@ -31,14 +33,24 @@ from opslake.analysis.playbooks.drafting import (
     heuristic_draft,
     playbook_prompt,
 )
+from opslake.analysis.playbooks.evidence_sql import (
+    log_tallies_sql,
+    success_tallies_sql,
+    success_template_sql,
+    tallies_from_rows,
+)
 from opslake.analysis.playbooks.grouping import (
     IGNORED_ENDPOINTS,
     CandidateGroup,
+    GroupTally,
     LogRow,
     SuccessRow,
     candidate_groups,
+    groups_from_tallies,
     lesson_key,
     success_template,
+    tally_logs,
+    tally_successes,
 )
 from opslake.analysis.playbooks.lifecycle import EntryNotFoundError, Review, approve, retire, review, snapshot
 from opslake.analysis.playbooks.merging import (
@@ -58,6 +70,7 @@ __all__ = [
     "CandidateGroup",
     "DistilledCandidate",
     "EntryNotFoundError",
+    "GroupTally",
     "LogRow",
     "MergeResult",
     "Rejection",
@@ -69,8 +82,10 @@ __all__ = [
     "domain_of",
     "entry_id_for",
     "find_duplicate",
+    "groups_from_tallies",
     "heuristic_draft",
     "lesson_key",
+    "log_tallies_sql",
     "merge_candidates",
     "playbook_prompt",
     "rejection_reason",
@@ -78,5 +93,10 @@ __all__ = [
     "review",
     "similarity",
     "snapshot",
+    "success_tallies_sql",
     "success_template",
+    "success_template_sql",
+    "tallies_from_rows",
+    "tally_logs",
+    "tally_successes",
 ]
