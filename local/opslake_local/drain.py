@@ -82,6 +82,7 @@ class Drainer:
         self.sqs = stack.client("sqs")
         self.sources = stack.template.sqs_sources()
         self._arns: dict[str, str] = {}
+        self._max_bytes: dict[str, int] = {}
         for source in self.sources:
             if not source.report_batch_item_failures:
                 log.warning(
@@ -97,8 +98,11 @@ class Drainer:
         return self._arns[url]
 
     def _max_message_bytes(self, url: str) -> int:
-        attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
-        return int(attributes["Attributes"].get("MaximumMessageSize", 262_144))
+        """The queue's ``MaximumMessageSize``, asked once per queue (not on every poll)."""
+        if url not in self._max_bytes:
+            attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
+            self._max_bytes[url] = int(attributes["Attributes"].get("MaximumMessageSize", 262_144))
+        return self._max_bytes[url]
 
     def _receive(self, url: str, batch_size: int) -> list[dict[str, Any]]:
         """Up to ``batch_size`` messages, 10 per call, stopping when the queue has no more or when

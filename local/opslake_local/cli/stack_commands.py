@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 def cmd_local_up(args: argparse.Namespace) -> int:
     """Run stack + API + drainer in the foreground until Ctrl-C; the lake, queues and keys are
     restored from the data directory and kept there (unless ``--ephemeral``)."""
+    from opslake_local.containers import ContainerPool
     from opslake_local.drain import BackgroundDrainer, Drainer, DrainResult
     from opslake_local.http import LocalApi
     from opslake_local.schedule import Run, Scheduler
@@ -45,7 +46,8 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         print(EPHEMERAL_WARNING, file=sys.stderr, flush=True)
     with _started(LocalStack(template, port=args.moto_port, data_dir=data_dir)) as stack:
         invoker = stack.invoker()
-        api = LocalApi(stack, invoker, access_log=True)
+        pool = ContainerPool(stack, args.containers) if args.containers > 0 else None
+        api = LocalApi(stack, pool or invoker, access_log=True)
         base_url = api.start(args.port)
 
         def report(result: DrainResult) -> None:
@@ -68,6 +70,8 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         print(f"  API          {base_url}   (routes: "
               + ", ".join(f"{r.method} {r.path}" for r in stack.template.api_routes()) + ")")  # fmt: skip
         print(f"  API key      {stack.api_key.value if stack.api_key else '-'}   (name {stack.key_name})")
+        print(f"  functions    API routes in {f'{args.containers} processes' if pool else 'this process'}; "
+              "the writer and schedules in this process")  # fmt: skip
         print(f"  moto         {stack.endpoint}   (AWS_ENDPOINT_URL for boto3 / aws CLI)")
         print(f"  bucket       {stack.bucket}")
         print(f"  data         {describe_data(stack)}")
@@ -94,6 +98,8 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             scheduler.stop()
             drainer.stop()
             api.stop()
+            if pool is not None:
+                pool.close()
     print("stopped.")
     return 0
 
@@ -140,6 +146,13 @@ def add_local(commands: Commands) -> None:
     up.add_argument("--port", type=int, default=3700, help="local API port (default 3700)")
     up.add_argument("--moto-port", type=int, default=None, help="moto server port (default: a free one)")
     up.add_argument("--poll", type=float, default=1.0, help="seconds between queue polls when idle")
+    up.add_argument(
+        "--containers",
+        type=int,
+        default=2,
+        help="processes the API's functions run in, as Lambda scales out (default 2; 0: all in this "
+        "process, one request at a time per function)",
+    )
     up.add_argument(
         "--data-dir",
         type=Path,

@@ -23,6 +23,7 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
+from itertools import accumulate
 from typing import TYPE_CHECKING, TypeVar
 
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
@@ -38,9 +39,11 @@ M = TypeVar("M", bound=BaseModel)
 
 #: Deepest JSON nesting a body may have (ops and tool requests nest 3 or 4 levels).
 MAX_JSON_DEPTH = 64
-# A JSON string (escapes included), or one bracket: strings are skipped so that brackets in text
-# do not count. Scanning with a regex keeps the check linear and free of recursion.
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+"?|[\[\]{}]', re.S)
+# JSON strings (escapes included) are removed so that brackets in text do not count, then all but
+# brackets: regexes keep the check linear and free of recursion.
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.S)  # to the end when unterminated
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 _JSON_MEDIA_TYPE = re.compile(r"application/(?:[\w.+-]*\+)?json", re.I)
 
 
@@ -88,18 +91,13 @@ def check_json_depth(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> None:
     once per level and raises ``RecursionError`` near 1,000 levels."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
-    depth = 0
-    for token in _JSON_TOKEN.finditer(text):
-        char = token.group()
-        if char in "[{":
-            depth += 1
-            if depth > limit:
-                raise JsonTooDeepError(
-                    f"the JSON body nests more than {limit} levels deep; flatten it",
-                    detail={"max_depth": limit},
-                )
-        elif char in "]}":
-            depth -= 1
+    # Strings out, then only brackets are left: the deepest prefix is found in C (a token loop in
+    # Python cost 20 µs per op of a 500-op POST /events).
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    if len(brackets) > limit and max(accumulate(map(_BRACKET_STEP.__getitem__, brackets.encode()))) > limit:
+        raise JsonTooDeepError(
+            f"the JSON body nests more than {limit} levels deep; flatten it", detail={"max_depth": limit}
+        )
 
 
 def parse_body(model: type[M], body: str | None) -> M:
