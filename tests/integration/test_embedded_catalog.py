@@ -298,3 +298,21 @@ def test_a_hive_view_is_refused(lake: Lake) -> None:
     )
     with pytest.raises(QueryFailedError, match="NOT_SUPPORTED"):
         lake.engine().run("SELECT * FROM hv")
+
+
+def test_a_view_whose_columns_no_longer_match_its_query_is_stale(lake: Lake) -> None:
+    """Athena (Trino) checks the stored columns against the view's query on every read; so does
+    the local engine, so a view the analyzer writes with wrong types fails here first."""
+    columns = [("endpoint", "varchar"), ("n", "bigint")]
+    sql = "SELECT endpoint, count(*) AS n FROM ops GROUP BY endpoint"
+    ensure_view(lake.glue, DATABASE, "per_endpoint", sql, columns)
+    assert len(lake.engine().run("SELECT * FROM per_endpoint").rows) == 2
+    ensure_view(lake.glue, DATABASE, "per_endpoint", sql, [("endpoint", "varchar"), ("n", "varchar")])
+    with pytest.raises(QueryFailedError, match=r"VIEW_IS_STALE: .*column \[n\] of type bigint"):
+        lake.engine().run("SELECT * FROM per_endpoint")
+    ensure_view(lake.glue, DATABASE, "per_endpoint", sql, [("endpoint", "varchar")])
+    with pytest.raises(QueryFailedError, match=r"VIEW_IS_STALE: .*column count \(1\)"):
+        lake.engine().run("SELECT * FROM per_endpoint")
+    narrow = "SELECT endpoint, CAST(count(*) AS integer) AS n, CAST(NULL AS varchar) AS x FROM ops GROUP BY 1"
+    ensure_view(lake.glue, DATABASE, "per_endpoint", narrow, [*columns, ("x", "varchar(10)")])
+    assert len(lake.engine().run("SELECT * FROM per_endpoint").rows) == 2  # coercible, as in Trino

@@ -11,7 +11,7 @@ import pytest
 from opslake.lake.views import ViewError, hive_type, presto_view_input, view_definition, view_sql
 from opslake.query.dialect import Predicate
 from opslake.query.partitions import hive_subtrees
-from opslake.query.viewsql import passthrough_columns, push_down, qualify_tables
+from opslake.query.viewsql import coercible, passthrough_columns, push_down, qualify_tables
 
 SQL = "SELECT endpoint, error, dt, hour FROM ops WHERE NOT success"
 COLUMNS = [("endpoint", "varchar"), ("error", "varchar"), ("dt", "varchar"), ("hour", "varchar")]
@@ -120,3 +120,12 @@ def test_hive_subtrees_follow_the_equalities_on_the_leading_keys() -> None:
     assert hive_subtrees("b/ops", keys, ((Predicate("dt", "=", ("a/b",)),),)) == ["b/ops"]
     nested = ((day,), (day, Predicate("hour", "=", ("01",))))
     assert hive_subtrees("b/ops", keys, nested) == ["b/ops/dt=2026-01-02"]
+
+
+def test_coercions_a_stored_view_column_allows() -> None:
+    assert coercible("integer", "bigint") and coercible("varchar", "varchar(10)")
+    assert coercible("timestamp", "timestamp(3)") and coercible("unknown", "array(varchar)")
+    assert coercible("real", "double") and coercible("bigint", "double")
+    assert coercible("array(varchar(3))", "array(varchar)")
+    assert not coercible("bigint", "integer") and not coercible("varchar", "bigint")
+    assert not coercible("double", "bigint")

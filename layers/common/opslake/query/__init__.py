@@ -1,6 +1,7 @@
 """Query the lake: the QueryEngine interface (``base``), the Athena engine (``athena``), the
 embedded DuckDB engine of the local stack (``embedded``, with ``dialect`` turning Athena SQL into
-DuckDB's), the engine chosen from settings (``factory``), the read-only SQL guard (``guard``), SQL
+DuckDB's, ``partitions`` choosing the files a query reads from Glue's partitions and ``viewsql``
+expanding Glue views), the engine chosen from settings (``factory``), the read-only SQL guard (``guard``), SQL
 text opslake writes itself (``sqltext``: literals, window predicates) and a query run on behalf of
 an API request with its 502/503 mapping (``api``).
 

@@ -34,12 +34,13 @@ from opslake.query.base import (
 )
 from opslake.query.dialect import Predicate, TableRef, TranspiledQuery, to_duckdb
 from opslake.query.partitions import (
+    DEFAULT_TTL_S,
     PartitionFiles,
     Places,
     glue_partition_expression,  # noqa: F401  (re-exported: it lived here)
     storage_path,
 )
-from opslake.query.viewsql import passthrough_columns, push_down, qualify_tables
+from opslake.query.viewsql import passthrough_columns, push_down, qualify_tables, stale_view_message
 
 if TYPE_CHECKING:
     from opslake.config import Settings
@@ -130,7 +131,7 @@ class _Plan:
 
     tables: dict[_Key, dict[str, Any]] = field(default_factory=dict)
     places: dict[_Key, list[tuple[Predicate, ...]]] = field(default_factory=dict)
-    views: dict[_Key, str] = field(default_factory=dict)
+    views: dict[_Key, _View] = field(default_factory=dict)
     names: dict[_Key, list[TableRef]] = field(default_factory=dict)
 
 
@@ -138,6 +139,7 @@ class _Plan:
 class _View:
     query: TranspiledQuery
     passthrough: frozenset[str]
+    columns: list[tuple[str, str]]  # as stored in the view (name, Trino type); empty: not checked
 
 
 #: Athena (Trino) refuses a ``sequence`` (or ``repeat``) of more than 10,000 entries; DuckDB would build
@@ -220,7 +222,7 @@ class EmbeddedEngine(QueryEngine):
         database: str,
         memory_limit_mb: int = 1024,
         threads: int = 2,
-        partition_cache_s: float = 30.0,
+        partition_cache_s: float = DEFAULT_TTL_S,
     ) -> None:
         self._glue = glue_client
         self._fs = filesystem
@@ -298,7 +300,8 @@ class EmbeddedEngine(QueryEngine):
         except QueryFailedError as exc:
             raise QueryFailedError(f"view '{key[0]}.{key[1]}': {exc}") from exc
         passthrough = passthrough_columns(sql) if len(query.tables) == 1 else frozenset()
-        return _View(query, passthrough)
+        columns = [(str(c.get("name")), str(c.get("type"))) for c in definition.get("columns") or []]
+        return _View(query, passthrough, columns)
 
     def _plan(self, query: TranspiledQuery) -> _Plan:
         """Resolve every table the query names through Glue, expanding views (depth
@@ -329,7 +332,7 @@ class EmbeddedEngine(QueryEngine):
             for base in view.query.tables:
                 inner = view.query.predicates.get(base) or ((),)
                 visit(base, key[0], push_down(places or ((),), inner, view.passthrough), (*stack, key))
-            plan.views.setdefault(key, view.query.sql)
+            plan.views.setdefault(key, view)
 
         for ref in query.tables:
             visit(ref, self.database, query.predicates.get(ref) or ((),), ())
@@ -345,24 +348,30 @@ class EmbeddedEngine(QueryEngine):
                 for k in table.get("PartitionKeys", [])
             ]
         )
-        paths: list[str] = []
-        expressions: list[pc.Expression] = []
+        parquet = ds.ParquetFileFormat()
+        fragments: list[ds.Fragment] = []
         files: list[tuple[str, int]] = []
+
+        def add(found: list[tuple[str, int]], expression: pc.Expression) -> None:
+            # the listed size spares pyarrow a HEAD request per file before it reads the footer
+            fragments.extend(
+                parquet.make_fragment(path, self._fs, partition_expression=expression, file_size=size)
+                for path, size in found
+            )
+            files.extend(found)
+
         if keys:
             for partition in self._partitions.partitions(key[0], table, places):
                 expression = pc.scalar(True)
                 for name, value in zip(keys, partition.values, strict=True):
                     expression = expression & (pc.field(name) == pa.scalar(value, schema.field(name).type))
-                paths += [path for path, _ in partition.files]
-                expressions += [expression] * len(partition.files)
-                files += partition.files
+                add(partition.files, expression)
         else:
-            files = self._partitions.list_tree(storage_path(table["StorageDescriptor"]["Location"]))
-            paths = [path for path, _ in files]
-            expressions = [pc.scalar(True)] * len(paths)
-        dataset = ds.FileSystemDataset.from_paths(
-            paths, schema=schema, format=ds.ParquetFileFormat(), filesystem=self._fs, partitions=expressions
-        )
+            add(
+                self._partitions.list_tree(storage_path(table["StorageDescriptor"]["Location"])),
+                pc.scalar(True),
+            )
+        dataset = ds.FileSystemDataset(fragments, schema=schema, format=parquet, filesystem=self._fs)
         return _Loaded(dataset, files)
 
     @staticmethod
@@ -372,6 +381,21 @@ class EmbeddedEngine(QueryEngine):
             con.execute(f'CREATE SCHEMA IF NOT EXISTS "{ref.database}"')
             target = f'"{ref.database}".{target}'
         return target
+
+    def _check_view(self, con: duckdb.DuckDBPyConnection, key: _Key, view: _View) -> None:
+        """Fail as Athena does when the view's stored columns no longer match its query (binds
+        the view's query; runs nothing)."""
+        if not view.columns:
+            return
+        try:
+            relation = con.sql(view.query.sql)
+        except duckdb.Error as exc:
+            raise QueryFailedError(f"view '{key[0]}.{key[1]}': {athena_message(exc)}") from exc
+        if relation is None:
+            return
+        actual = [(n, athena_type(str(t))) for n, t in zip(relation.columns, relation.types, strict=True)]
+        if message := stale_view_message(f"awsdatacatalog.{key[0]}.{key[1]}", view.columns, actual):
+            raise QueryFailedError(message)
 
     # -- running -------------------------------------------------------------------------------
     def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
@@ -390,9 +414,10 @@ class EmbeddedEngine(QueryEngine):
                     con.execute(
                         f'CREATE OR REPLACE VIEW {self._target(con, ref)} AS SELECT * FROM "{arrow_name}"'
                     )
-            for key, view_sql in plan.views.items():
+            for key, view in plan.views.items():
                 for ref in plan.names[key]:
-                    con.execute(f"CREATE OR REPLACE VIEW {self._target(con, ref)} AS {view_sql}")
+                    con.execute(f"CREATE OR REPLACE VIEW {self._target(con, ref)} AS {view.query.sql}")
+                self._check_view(con, key, view)
             result = self._execute(con, query.sql, timeout_s, query_id)
             return QueryResult(
                 columns=result[0],

@@ -14,9 +14,10 @@ listing it makes anyway:
   when compaction has swapped the partition's location (and deleted the old files after a grace
   period of an hour), or the partition was dropped;
 * a change of the table itself (``VersionId``/``UpdateTime``/location) drops the cache, and
-  ``ttl_s`` bounds what no file shows: a partition added at a location outside the table's
-  Hive tree, or a location swapped while the old files all remain (those files hold the same
-  rows; the grace period outlives the TTL by far).
+  ``ttl_s`` (5 minutes) bounds what no file shows: a partition added at a location outside the
+  table's Hive tree (opslake's writer never does that), a partition dropped while its files
+  remain, or a location swapped while the old files all remain (those files hold the same ops;
+  compaction's grace period, an hour, outlives the TTL by far).
 
 A query whose partition predicates Glue can evaluate lists only what they keep when the cache is
 cold (one hour is instant), without filling the cache. Files are listed per directory tree: the
@@ -27,6 +28,7 @@ one listing per partition (720 ``ListObjectsV2`` calls on S3).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 import threading
@@ -44,6 +46,10 @@ Places = tuple[tuple[Predicate, ...], ...]
 Values = tuple[str, ...]
 FileInfo = tuple[str, int]
 
+#: How long a table's full partition listing is trusted (checked against the files meanwhile): well
+#: under compaction's grace period (an hour), so a swapped location is followed while the old files
+#: still exist even if no file of it has gone; long enough that queries minutes apart share it.
+DEFAULT_TTL_S = 300.0
 #: Partition locations listed one by one when at most this many are outside the listed trees.
 SEPARATE_LISTINGS = 8
 #: Hive subtrees listed separately at most; more and the table's whole location is listed.
@@ -180,7 +186,7 @@ class PartitionFiles:
         glue_client: Any,
         filesystem: pafs.FileSystem,
         *,
-        ttl_s: float = 30.0,
+        ttl_s: float = DEFAULT_TTL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._glue = glue_client
@@ -194,7 +200,9 @@ class PartitionFiles:
     def list_tree(self, path: str) -> list[FileInfo]:
         """Every readable file under ``path`` (one recursive listing; not-found is empty)."""
         selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
-        return [(info.path, int(info.size)) for info in self._fs.get_file_info(selector) if _readable(info)]
+        return sorted(
+            (info.path, int(info.size)) for info in self._fs.get_file_info(selector) if _readable(info)
+        )
 
     def _list_locations(self, locations: Iterable[str], listed: dict[str, list[FileInfo]]) -> None:
         """List the locations not under a tree in ``listed`` yet: each alone when few, else
@@ -211,9 +219,14 @@ class PartitionFiles:
 
     @staticmethod
     def _files_at(location: str, listed: Mapping[str, list[FileInfo]]) -> list[FileInfo]:
+        """The files under ``location`` in the listing of the tree that holds it (each listing
+        is sorted by path, so this is a range: 720 partitions stay 720 lookups, not 720 scans)."""
         for root, files in listed.items():
             if location == root or _under(location, root):
-                return [f for f in files if _under(f[0], location)]
+                prefix = location + "/"
+                start = bisect.bisect_left(files, (prefix,))
+                end = bisect.bisect_left(files, (location + chr(ord("/") + 1),))
+                return files[start:end]
         return []
 
     # -- Glue ---------------------------------------------------------------------------------

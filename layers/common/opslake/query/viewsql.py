@@ -12,6 +12,8 @@ the pushdown only chooses which files are read.
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 
@@ -93,3 +95,44 @@ def push_down(outer: Places, inner: Places, columns: frozenset[str]) -> Places:
             if merged not in combined:
                 combined.append(merged)
     return tuple(combined)
+
+
+_INTEGERS = ("tinyint", "smallint", "integer", "bigint")
+
+
+def _normal(kind: str) -> str:
+    text = kind.strip().lower().replace(", ", ",")
+    text = re.sub(r"varchar\(\d+\)", "varchar", text)
+    return re.sub(r"timestamp\(\d\)", "timestamp", text)
+
+
+def coercible(actual: str, declared: str) -> bool:
+    """Whether a view query's column type may be stored as the view's declared type (Trino's
+    implicit coercions that matter here: a narrower integer, real to double, an integer to a
+    floating type, NULL to anything, bounded to unbounded varchar, any timestamp precision)."""
+    actual, declared = _normal(actual), _normal(declared)
+    if actual == declared or actual == "unknown":
+        return True
+    if actual in _INTEGERS and declared in _INTEGERS:
+        return _INTEGERS.index(actual) <= _INTEGERS.index(declared)
+    return (actual in _INTEGERS or actual == "real") and declared in ("real", "double")
+
+
+def stale_view_message(
+    view: str, declared: list[tuple[str, str]], actual: list[tuple[str, str]]
+) -> str | None:
+    """Athena's refusal of a view whose stored columns no longer match its query (Trino checks
+    this on every read), or ``None`` when they match."""
+    prefix = f"VIEW_IS_STALE: line 1:1: View '{view}' is stale or in invalid state"
+    if len(declared) != len(actual):
+        return (
+            f"{prefix}: stored view column count ({len(declared)}) does not match column count "
+            f"derived from the view query analysis ({len(actual)})"
+        )
+    for position, ((name, kind), (got_name, got_kind)) in enumerate(zip(declared, actual, strict=True)):
+        if name.lower() != got_name.lower() or not coercible(got_kind, kind):
+            return (
+                f"{prefix}: column [{got_name}] of type {got_kind} projected from query view at position "
+                f"{position} cannot be coerced to column [{name}] of type {kind} stored in view definition"
+            )
+    return None
