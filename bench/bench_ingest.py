@@ -51,7 +51,8 @@ def main() -> None:
 
     SQSResponse.send_message_batch = counted  # type: ignore[method-assign]
     print(f"code: {Path(opslake.__file__).parents[3]}")
-    with LocalStack(env_overrides=QUIET_ENV) as stack:
+    # that checkout's template, hence its functions' code too (not the working directory's)
+    with LocalStack(root / "template.yaml", env_overrides=QUIET_ENV) as stack:
         invoker = stack.invoker()
         api = LocalApi(stack, invoker)
         base_url = api.start()

@@ -224,7 +224,8 @@ def main() -> None:
                 )
             return result
 
-    with LocalStack(env_overrides=QUIET_ENV) as stack:
+    # that checkout's template, hence its functions' code too (not the working directory's)
+    with LocalStack(root / "template.yaml", env_overrides=QUIET_ENV) as stack:
         invoker = stack.invoker()
         pool: Any = None
         if args.containers:
