@@ -385,19 +385,20 @@ def _listing_prefixes(allowed: list[dict[str, Any]]) -> list[str]:
     return listing["Condition"]["StringLike"]["s3:prefix"]
 
 
-# The analyzer: reads ops (raw or compacted) through Athena, writes the failures, signatures and
-# diagnoses tables and registers failures partitions; its own state object and the LLM breaker's.
+# The analyzer: reads ops (raw or compacted) through Athena, writes the signatures and diagnoses
+# tables and keeps the failures view (a Glue view over ops: get, create, update, nothing else);
+# its own state object and the LLM breaker's.
 ANALYZER_GRANTS: dict[str, list[Any]] = {
     **{a: ATHENA_WORKGROUP for a in ATHENA_ACTIONS},
-    **{a: _glue("ops", "failures") for a in GLUE_READS},
-    "glue:BatchCreatePartition": _glue("failures"),
-    "glue:CreatePartition": _glue("failures"),
+    **{a: _glue("ops") for a in GLUE_READS},
+    "glue:GetTable": _glue("ops") + _glue("failures"),
+    "glue:CreateTable": _glue("failures"),
+    "glue:UpdateTable": _glue("failures"),
     # derived tables are written, never read back: a rerun overwrites them whole
     "s3:GetObject": _lake(
         "ops/*", "ops-compacted/*", "state/analyzer.json", "state/llm.json", "athena-results/*"
     ),
     "s3:PutObject": _lake(
-        "derived/failures/*",
         "derived/signatures/*",
         "derived/diagnoses/*",
         "state/analyzer.json",
@@ -410,13 +411,13 @@ ANALYZER_GRANTS: dict[str, list[Any]] = {
 }
 
 
-def test_analyzer_may_query_ops_write_its_derived_tables_and_register_failures_partitions(
+def test_analyzer_may_query_ops_write_its_derived_tables_and_keep_the_failures_view(
     transformed: dict[str, Any],
 ) -> None:
     by_action, allowed = _job_grants(transformed, "AnalyzerFunctionRole")
     assert _canonical(by_action) == _canonical(ANALYZER_GRANTS)
     assert "s3:DeleteObject" not in by_action  # the analyzer only ever overwrites
-    assert not [a for a in by_action if a.startswith("glue:") and "Update" in a]
+    assert not [a for a in by_action if a.startswith("glue:") and "Delete" in a]
     assert _listing_prefixes(allowed) == ["ops/*", "ops-compacted/*", "state/*", "athena-results/*"]
 
 
@@ -476,7 +477,7 @@ def _tables(resources: list[Any]) -> set[str]:
 def test_only_the_expected_roles_change_the_catalog_or_delete_lake_objects(
     transformed: dict[str, Any],
 ) -> None:
-    """Writer registers ops partitions, analyzer failures partitions, consolidator swaps ops
+    """Writer registers ops partitions, analyzer keeps the failures view, consolidator swaps ops
     partitions (compaction); only the consolidator deletes, and only compaction's objects."""
     found: dict[tuple[str, str], set[str]] = {}
     for role, s in _statements(transformed):
@@ -491,8 +492,8 @@ def test_only_the_expected_roles_change_the_catalog_or_delete_lake_objects(
     assert found == {
         ("WriterFunctionRole", "glue:BatchCreatePartition"): {"ops"},
         ("WriterFunctionRole", "glue:CreatePartition"): {"ops"},
-        ("AnalyzerFunctionRole", "glue:BatchCreatePartition"): {"failures"},
-        ("AnalyzerFunctionRole", "glue:CreatePartition"): {"failures"},
+        ("AnalyzerFunctionRole", "glue:CreateTable"): {"failures"},
+        ("AnalyzerFunctionRole", "glue:UpdateTable"): {"failures"},
         ("ConsolidatorFunctionRole", "glue:UpdatePartition"): {"ops"},
         ("ConsolidatorFunctionRole", "s3:DeleteObject"): {
             "${LakeBucket.Arn}/ops/*",

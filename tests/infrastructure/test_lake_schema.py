@@ -69,7 +69,6 @@ def test_functions_name_the_ops_table(functions: dict[str, Any], ops_table: dict
 
 # ---- derived tables: what the analyzer and consolidator write -------------------------------------
 DERIVED_TABLES = {
-    "FailuresTable": "failures",
     "SignaturesTable": "signatures",
     "DiagnosesTable": "diagnoses",
     "PlaybooksTable": "playbooks",

@@ -14,14 +14,13 @@ from opslake.analysis.diagnoser import Diagnoser
 from opslake.jobs.analyzer import Analyzer
 from opslake.jobs.lease import StateStore
 from opslake.jobs.trigger import Backfill
-from opslake.lake.catalog import GlueCatalog
 from opslake.lake.store import S3ObjectStore
 from opslake.llm import LlmClient, LlmConfig
 from opslake.models.ops import QueuedOp
 from opslake.query.embedded import EmbeddedEngine
 from opslake.queue import SqsOpsQueue, unpack
 from tests.fake_llm import FakeLlm
-from tests.integration.jobs_support import Lake, receive_all, write_ops
+from tests.integration.jobs_support import Lake, query, receive_all, write_ops
 
 ROOT = Path(__file__).resolve().parents[2]
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -79,7 +78,7 @@ def analyzer(lake: Lake, now: datetime, *, llm: LlmClient | None = None, **overr
         settings=settings,
         engine=EmbeddedEngine.from_settings(settings),
         store=S3ObjectStore(s3, settings.lake_bucket),
-        failures_catalog=GlueCatalog(lake.client("glue"), settings.glue_database, "failures"),
+        glue=lake.client("glue"),
         state=StateStore(
             s3, settings.lake_bucket, settings.analyzer_state_key, lease_s=600, clock=lambda: now
         ),
@@ -167,7 +166,7 @@ def test_a_crash_before_the_commit_is_redone_without_duplicates(
     monkeypatch.setattr(crashing.state, "commit", crash)
     with pytest.raises(RuntimeError):
         crashing.run()
-    assert lake.count("SELECT count(*) FROM failures") == 15  # written before the crash
+    assert lake.count("SELECT count(*) FROM failures") == 15  # the view reads ops: nothing was written
     assert state(lake)["watermark"] is None and state(lake)["lease_holder"] is None  # released
 
     report = analyzer(lake, now + timedelta(minutes=5), analyzer_initial_lookback_h=2).run()
@@ -350,3 +349,44 @@ def test_keys_that_do_not_count_never_reach_the_diagnosis_but_their_failures_are
     assert lake.count("SELECT sum(count) FROM signatures") == 8  # mallory's 6 failures still counted
     samples = state(lake)["data"]["samples"]
     assert {s["reporter_id"] for kept in samples.values() for s in kept} == {"alice"}
+
+
+def test_failures_is_a_view_whose_signatures_are_the_analyzers(jobs_lake: Lake) -> None:
+    """Issue 13: no per-op object is written; ``failures`` is a Glue view over ops computing each
+    failure's signature with the analyzer's masking SQL, so it agrees with the signatures table and
+    shows failures the analyzer has not reached yet."""
+    lake = jobs_lake
+    write_ops(lake, failing_ops(12, start=START))
+    first = analyzer(lake, START + timedelta(hours=1), analyzer_initial_lookback_h=2).run()
+    table = lake.client("glue").get_table(DatabaseName=lake.settings.glue_database, Name="failures")["Table"]
+    assert table["TableType"] == "VIRTUAL_VIEW"
+    listing = lake.client("s3").list_objects_v2(Bucket=lake.settings.lake_bucket, Prefix="derived/failures/")
+    assert listing.get("KeyCount", 0) == 0
+    rows = query(lake, "SELECT signature_id, count(*) AS n FROM failures GROUP BY signature_id")
+    counts = {r["signature_id"]: r["n"] for r in rows}
+    assert counts == {r["signature_id"]: r["count"] for r in query(lake, "SELECT * FROM signatures")}
+    write_ops(lake, failing_ops(3, start=START + timedelta(hours=3), prefix="late"))
+    assert lake.count("SELECT count(*) FROM failures") == 15  # not analyzed yet, already in the view
+    second = analyzer(lake, START + timedelta(hours=4)).run()
+    assert first.failures_view_written and not second.failures_view_written  # unchanged SQL: no write
+
+
+def test_the_engine_returns_rows_per_template_not_per_failure(jobs_lake: Lake) -> None:
+    """Issue 13: the Lambda receives aggregates: one row per template and at most five samples per
+    template, however many ops failed."""
+    lake = jobs_lake
+    write_ops(lake, failing_ops(300, start=START))
+    run = analyzer(lake, START + timedelta(hours=3), analyzer_initial_lookback_h=4)
+    returned: list[int] = []
+    engine_run = run.engine.run
+
+    def counting(sql: str, **kwargs: Any) -> Any:
+        result = engine_run(sql, **kwargs)
+        returned.append(len(result.rows))
+        return result
+
+    run.engine.run = counting  # type: ignore[method-assign]
+    report = run.run()
+    assert report.failures_read == 300 and report.signatures_new == 3
+    assert sum(returned) <= 3 + 3 * 5 + 3 * 3  # aggregates, samples, contrasts
+    assert lake.count("SELECT sum(count) FROM signatures") == 300

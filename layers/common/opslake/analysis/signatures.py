@@ -28,13 +28,14 @@ from opslake.analysis.masking import (
     template_of,
     variant_of,
 )
-from opslake.analysis.reporters import ReporterTrust, admits
+from opslake.analysis.reporters import ReporterTrust, admits, witness_key
 from opslake.models.analysis import (
     MAX_SAMPLE_OP_IDS,
     MAX_TRACKED_AGENTS,
     FailureRow,
     FailureSample,
     Signature,
+    SignatureAggregate,
 )
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "apply_failures",
     "input_template",
     "mark_diagnosed",
+    "merge_aggregate",
     "needs_diagnosis",
     "normalize",
     "normalize_endpoint",
@@ -190,6 +192,64 @@ def apply_failures(
 ) -> list[FailureRow]:
     """:meth:`SignatureIndex.apply` for a one-off batch."""
     return SignatureIndex(signatures).apply(failures, count=count)
+
+
+def merge_aggregate(
+    signatures: dict[str, Signature],
+    agg: SignatureAggregate,
+    *,
+    trust: ReporterTrust | None = None,
+    count: bool = True,
+) -> Signature:
+    """Merge one template's aggregated failures into its signature (created if new), as
+    :meth:`SignatureIndex.apply` counts failures one by one: count, first/last seen, up to
+    :data:`MAX_TRACKED_AGENTS` agents (the count saturates there), reporters admitted per key
+    (:func:`~opslake.analysis.reporters.admits`), up to :data:`MAX_VARIANTS` variants and
+    :data:`MAX_SAMPLE_OP_IDS` sample op ids. The aggregate's lists are sorted, so what is kept when
+    a cap is reached is the same on every engine. With ``count=False`` a new signature is created
+    empty (count 0) and an existing one is left alone."""
+    sig = signatures.get(agg.signature_id)
+    if sig is None:
+        sig = signatures[agg.signature_id] = Signature(
+            signature_id=agg.signature_id,
+            endpoint=agg.endpoint,
+            error_type=agg.error_type,
+            template=agg.template,
+            first_seen=agg.first_seen,
+            last_seen=agg.last_seen,
+        )
+    if not count:
+        return sig
+    if sig.count == 0:
+        sig.first_seen, sig.last_seen = agg.first_seen, agg.last_seen
+    else:
+        sig.first_seen = min(sig.first_seen, agg.first_seen)
+        sig.last_seen = max(sig.last_seen, agg.last_seen)
+    sig.count += agg.count
+    _extend(sig.agents, agg.agents, MAX_TRACKED_AGENTS)
+    sig.agent_count = max(sig.agent_count, len(sig.agents))
+    trust = trust or ReporterTrust()
+    admitted = False
+    for witness in agg.witnesses:
+        if trust.counts(witness_key(witness)) and admits(sig.reporters, witness):
+            sig.reporters.append(witness)
+            admitted = True
+    if admitted:
+        sig.reporter_count = trust.count(sig.reporters)
+    _extend(sig.variants, agg.variants, MAX_VARIANTS)
+    _extend(sig.sample_op_ids, agg.sample_op_ids, MAX_SAMPLE_OP_IDS)
+    return sig
+
+
+def _extend(kept: list[str], new: Iterable[str], limit: int) -> None:
+    """Append the values of ``new`` not yet in ``kept`` while it holds fewer than ``limit``."""
+    known = set(kept)
+    for value in new:
+        if len(kept) >= limit:
+            return
+        if value not in known:
+            known.add(value)
+            kept.append(value)
 
 
 def needs_diagnosis(

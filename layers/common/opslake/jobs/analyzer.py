@@ -3,10 +3,14 @@
 One run (every 5 minutes, or a backfill) does, in this order:
 
 1. take the lease on ``state/analyzer.json`` (two overlapping runs: one of them does nothing);
-2. read the failed ops of the window ``[watermark, now − settle)``, pruned on ``dt``/``hour``;
-3. give every failure exactly one signature and rewrite the ``failures`` object of each hour it
-   touched (whole, so a redone window overwrites instead of duplicating); a row names its op by
-   (``reporter_id``, ``op_id``), since op ids are unique per API key only;
+2. aggregate the failed ops of the window ``[watermark, now − settle)`` in the engine, pruned on
+   ``dt``/``hour``: the SQL masks each error (:mod:`opslake.analysis.masking`) and groups by
+   template, so the Lambda receives one row per template (count, first/last seen, bounded and
+   sorted lists of agents, reporters, variants and op ids) and at most five samples per
+   template, however many ops failed; an op is counted once per (``reporter_id``, ``op_id``);
+3. merge those aggregates into the signatures; the ``failures`` table is a Glue view over
+   ``ops`` (:func:`failures_view_sql`) that computes every failure's signature with the same SQL,
+   created or updated by each run when its text differs (nothing per op is written);
 4. diagnose the signatures that are new or changed, at most ``diagnosis_budget`` of them, most
    frequent first, each diagnosis an object named by its id (a redo overwrites it);
 5. commit the new watermark and the signatures with one conditional write. Until that write,
@@ -19,27 +23,45 @@ cost and errors land in the lake like any other op.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opslake.analysis.diagnoser import Diagnoser
-from opslake.analysis.reporters import ANALYZER_REPORTER, INTERNAL_REPORTERS, ReporterTrust
-from opslake.analysis.signatures import SignatureIndex, mark_diagnosed, needs_diagnosis, select_for_diagnosis
+from opslake.analysis.masking import normalize_endpoint_sql, signature_id_sql, template_sql, variant_sql
+from opslake.analysis.reporters import (
+    ANALYZER_REPORTER,
+    INTERNAL_REPORTERS,
+    RUNTIME_MAX_REPORTERS,
+    ReporterTrust,
+)
+from opslake.analysis.signatures import (
+    MAX_VARIANTS,
+    mark_diagnosed,
+    merge_aggregate,
+    needs_diagnosis,
+    select_for_diagnosis,
+)
 from opslake.config import Settings
 from opslake.jobs.base import JobReport, ScheduledJob, wire
 from opslake.jobs.lease import Lease, StateStore
 from opslake.jobs.trigger import Backfill
 from opslake.lake import derived
-from opslake.lake.catalog import Catalog
 from opslake.lake.store import ObjectStore
 from opslake.llm.records import settle_llm_calls
-from opslake.models.analysis import Diagnosis, FailureRow, FailureSample, Signature
+from opslake.models.analysis import (
+    MAX_SAMPLE_OP_IDS,
+    MAX_TRACKED_AGENTS,
+    Diagnosis,
+    FailureSample,
+    Signature,
+    SignatureAggregate,
+)
 from opslake.models.window import Window
 from opslake.observability import metrics
 from opslake.query.base import QueryEngine
-from opslake.query.sqltext import sql_string_list, window_predicate
+from opslake.query.sqltext import sql_string_list, timestamp_literal, window_predicate
 from opslake.queue import OpsQueue
 
 MAX_SAMPLES = 5
@@ -54,7 +76,7 @@ class AnalyzerRun(JobReport):
 
     failures_read: int = 0
     failures_counted: int = 0
-    failure_partitions_written: int = 0
+    failures_view_written: bool = False
     signatures_new: int = 0
     signatures_updated: int = 0
     signatures_total: int = 0
@@ -65,18 +87,136 @@ class AnalyzerRun(JobReport):
     diagnosed: list[str] = field(default_factory=list)
 
 
-def failures_sql(table: str, window: Window, *, read_until: datetime) -> str:
-    """Failed ops of the window's partitions, from the start of its first hour (so each hour's
-    ``failures`` object can be rewritten whole) to ``read_until``. The model's own calls are not
-    analyzed (diagnosing them with the same model would feed on itself): they are told apart by
-    their server-set ``reporter_id``, not by the ``source`` a client may claim."""
-    read = Window(window.start, read_until)
-    return f"""SELECT op_id, endpoint, agent_id, reporter_id, ts, ingested_at, error, error_type, input_summary,
-       task_class
-FROM {table}
-WHERE {window_predicate(read, from_start_of_hour=True)}
-  AND NOT success AND reporter_id NOT IN ({sql_string_list(INTERNAL_REPORTERS)})
-ORDER BY ingested_at, op_id"""
+#: The ``failures`` view's columns (name, Athena type), as the ``failures`` table had them.
+FAILURES_VIEW = "failures"
+FAILURES_VIEW_COLUMNS: list[tuple[str, str]] = [
+    ("op_id", "varchar"),
+    ("signature_id", "varchar"),
+    ("endpoint", "varchar"),
+    ("agent_id", "varchar"),
+    ("error_type", "varchar"),
+    ("ts", "timestamp(3)"),
+    ("ingested_at", "timestamp(3)"),
+    ("reporter_id", "varchar"),
+    ("dt", "varchar"),
+    ("hour", "varchar"),
+]
+
+
+def _analyzed(table: str) -> str:
+    """The failures the analyzer reads: the model's own calls are not analyzed (diagnosing them
+    with the same model would feed on itself); they are told apart by their server-set
+    ``reporter_id``, not by the ``source`` a client may claim."""
+    return f"FROM {table} WHERE NOT success AND reporter_id NOT IN ({sql_string_list(INTERNAL_REPORTERS)})"
+
+
+def failures_view_sql(table: str) -> str:
+    """The ``failures`` view: one row per failed op with its signature, computed by the engine with
+    the analyzer's own masking SQL (``dt``/``hour`` passed through, so queries on the view prune)."""
+    template = template_sql("endpoint", "error_type", "error")
+    return (
+        f"SELECT op_id, {signature_id_sql(template)} AS signature_id, endpoint, agent_id, error_type, ts,"
+        f" ingested_at, reporter_id, dt, hour {_analyzed(table)}"
+    )
+
+
+def _witness_sql(trust: ReporterTrust, reporter: str = "reporter_id", agent: str = "agent_id") -> str:
+    """SQL for :meth:`ReporterTrust.witness` (NULL when the key does not count)."""
+    key = f"replace(replace({reporter}, '%', '%25'), '/', '%2F')"
+    by_level = {
+        "untrusted": "CAST(NULL AS varchar)",
+        "reporter": key,
+        "runtime": f"{key} || '/' || {agent}",
+    }
+    levels = {k: v for k, v in trust.levels.items() if k not in INTERNAL_REPORTERS}
+    whens = [
+        f"WHEN {reporter} IN ({sql_string_list(k for k, v in levels.items() if v == level)}) THEN {expr}"
+        for level, expr in by_level.items()
+    ]
+    return (
+        f"(CASE WHEN {reporter} IS NULL OR {reporter} = '' "
+        f"OR {reporter} IN ({sql_string_list(INTERNAL_REPORTERS)}) THEN CAST(NULL AS varchar) "
+        f"{' '.join(whens)} ELSE {by_level[trust.default]} END)"
+    )
+
+
+def _deduped(table: str, read: Window, limits: Sequence[datetime], columns: str) -> str:
+    """The window's failures, one per (``reporter_id``, ``op_id``) (the lake is at-least-once until
+    compaction; the first ingested is kept), with ``part``: 0 before ``limits[0]``, 1 before
+    ``limits[1]``, 2 after."""
+    part = (
+        f"CASE WHEN ingested_at < {timestamp_literal(limits[0])} THEN 0 "
+        f"WHEN ingested_at < {timestamp_literal(limits[1])} THEN 1 ELSE 2 END"
+    )
+    return f"""SELECT {columns}, {part} AS part FROM (
+    SELECT {columns}, row_number() OVER (PARTITION BY reporter_id, op_id ORDER BY ingested_at) AS copy
+    {_analyzed(table)} AND {window_predicate(read)}
+  ) WHERE copy = 1"""
+
+
+def aggregates_sql(
+    table: str, window: Window, *, read_until: datetime, count_until: datetime, trust: ReporterTrust
+) -> str:
+    """One row per (template, part) of the failures ingested in ``[window.start, read_until)``:
+    part 0 before ``count_until`` (what a run counts), 1 before ``window.end``, 2 after.
+    Lists are sorted and bounded (agents, variants, witnesses a few per key, the earliest op ids),
+    and sent as JSON text (Athena returns arrays as text)."""
+    template = template_sql("endpoint", "error_type", "error")
+    base = _deduped(
+        table,
+        Window(window.start, read_until),
+        (count_until, window.end),
+        "op_id, endpoint, agent_id, reporter_id, ts, ingested_at, error, error_type, input_summary",
+    )
+    return f"""SELECT signature_id, template, endpoint, error_type, part, count, first_seen, last_seen,
+  json_format(CAST(slice(agents, 1, {MAX_TRACKED_AGENTS}) AS JSON)) AS agents,
+  json_format(CAST(witnesses AS JSON)) AS witnesses,
+  json_format(CAST(slice(variants, 1, {MAX_VARIANTS}) AS JSON)) AS variants,
+  json_format(CAST(sample_op_ids AS JSON)) AS sample_op_ids
+FROM (
+  SELECT {signature_id_sql("template")} AS signature_id, template, endpoint, max(error_type) AS error_type, part,
+    count(*) AS count, min(ts) AS first_seen, max(ts) AS last_seen,
+    array_sort(array_agg(DISTINCT agent_id)) AS agents,
+    array_sort(array_agg(DISTINCT witness) FILTER (WHERE witness IS NOT NULL AND witness_rank <= {RUNTIME_MAX_REPORTERS}))
+      AS witnesses,
+    array_sort(array_agg(DISTINCT variant)) AS variants,
+    array_agg(op_id ORDER BY ingested_at, op_id) FILTER (WHERE arrival <= {MAX_SAMPLE_OP_IDS}) AS sample_op_ids
+  FROM (
+    SELECT template, endpoint, error_type, part, agent_id, op_id, ts, ingested_at, witness, variant,
+      dense_rank() OVER (PARTITION BY template, part, reporter_id ORDER BY witness) AS witness_rank,
+      row_number() OVER (PARTITION BY template, part ORDER BY ingested_at, op_id) AS arrival
+    FROM (
+      SELECT {template} AS template, {normalize_endpoint_sql("endpoint")} AS endpoint, error_type, part,
+        agent_id, reporter_id, op_id, ts, ingested_at, {_witness_sql(trust)} AS witness,
+        {variant_sql("input_summary")} AS variant
+      FROM ({base})
+    )
+  )
+  GROUP BY template, endpoint, part
+)
+ORDER BY signature_id, part"""
+
+
+def samples_sql(table: str, window: Window, *, read_until: datetime, trust: ReporterTrust) -> str:
+    """Up to :data:`MAX_SAMPLES` recent failures per template from keys that count
+    (:meth:`ReporterTrust.sql_predicate`), one per distinct error first (texts cut): the evidence a
+    diagnosis shows the model. An untrusted key's failures are counted, but their text never
+    reaches a prompt (nor crowds out the samples that may)."""
+    template = template_sql("endpoint", "error_type", "error")
+    columns = "op_id, endpoint, agent_id, reporter_id, ts, ingested_at, error, error_type, input_summary, task_class"
+    base = _deduped(table, Window(window.start, read_until), (read_until, read_until), columns)
+    return f"""SELECT {signature_id_sql("template")} AS signature_id, op_id, endpoint, agent_id, reporter_id, ts,
+  ingested_at, substr(error, 1, {SAMPLE_TEXT_CHARS}) AS error, error_type,
+  substr(input_summary, 1, {SAMPLE_TEXT_CHARS}) AS input_summary, task_class
+FROM (
+  SELECT *, row_number() OVER (PARTITION BY template ORDER BY wording, ingested_at DESC, op_id) AS pick
+  FROM (
+    SELECT *, row_number() OVER (PARTITION BY template, error ORDER BY ingested_at DESC, op_id) AS wording
+    FROM (SELECT {template} AS template, {columns} FROM ({base}) WHERE {trust.sql_predicate("reporter_id")})
+  )
+)
+WHERE pick <= {MAX_SAMPLES}
+ORDER BY signature_id, pick"""
 
 
 def contrasts_sql(
@@ -97,24 +237,6 @@ def contrasts_sql(
 ) WHERE rn <= {MAX_CONTRASTS}"""
 
 
-def _sample(row: dict[str, Any]) -> FailureSample:
-    def cut(value: Any) -> str | None:
-        return None if value is None else str(value)[:SAMPLE_TEXT_CHARS]
-
-    return FailureSample(
-        op_id=row["op_id"],
-        endpoint=row["endpoint"],
-        agent_id=row["agent_id"],
-        reporter_id=row.get("reporter_id"),
-        ts=row["ts"],
-        ingested_at=row["ingested_at"],
-        error=cut(row.get("error")),
-        error_type=row.get("error_type"),
-        input_summary=cut(row.get("input_summary")),
-        task_class=row.get("task_class"),
-    )
-
-
 class Analyzer(ScheduledJob[AnalyzerRun]):
     name = "analyzer"
     report_type = AnalyzerRun
@@ -125,27 +247,27 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         settings: Settings,
         engine: QueryEngine,
         store: ObjectStore,
-        failures_catalog: Catalog,
         state: StateStore,
         diagnoser: Diagnoser,
+        glue: Any | None = None,
         ops_queue: OpsQueue | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         super().__init__(settings=settings, engine=engine, state=state, ops_queue=ops_queue, clock=clock)
         self.store = store
-        self.failures_catalog = failures_catalog
+        self.glue = glue  # where the ``failures`` view is kept (None: not managed, e.g. in unit tests)
         self.diagnoser = diagnoser
         self.trust = ReporterTrust.from_settings(settings)
 
     def work(self, lease: Lease, backfill: Backfill | None, report: AnalyzerRun) -> None:
         now = self.clock()
         watermark = lease.state.watermark
+        self._ensure_failures_view(report)
         if backfill:
             window = Window(backfill.since, backfill.until)
-            # Rewriting an hour must keep what scheduled runs already wrote there (up to the
-            # watermark): read the last hour up to its end, or the watermark if that is earlier.
-            hour_end = window.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-            read_until = max(window.end, min(hour_end, watermark or window.end))
+            # Scheduled runs counted everything below the watermark; a backfill only adds
+            # signatures they never saw (e.g. from before the first run's lookback).
+            count_until = min(window.end, watermark) if watermark else window.end
         else:
             found = self.next_window(
                 lease,
@@ -156,7 +278,7 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
             if found is None:
                 self.nothing_to_do(lease, report)
                 return
-            window, read_until = found, found.end
+            window, count_until = found, found.end
         report.window = window.as_dict()
 
         signatures = {
@@ -166,34 +288,25 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         known_before = set(signatures)
         before = {sid: sig.count for sid, sig in signatures.items()}
 
-        rows = self.query(failures_sql(self.table, window, read_until=read_until), report)
-        failures = _dedupe(_sample(row) for row in rows)
-        report.failures_read = sum(1 for f in failures if window.start <= f.ingested_at < window.end)
-
-        index = SignatureIndex(signatures, trust=self.trust)
-        if backfill:
-            # Scheduled runs counted everything below the watermark; a backfill only adds
-            # signatures they never saw (e.g. from before the first run's lookback).
-            limit = min(window.end, watermark) if watermark else window.end
-            counted = {
-                (f.reporter_id, f.op_id)
-                for f in failures
-                if window.start <= f.ingested_at < limit
-                and index.signature_of(f.endpoint, f.error_type, f.error)[0] not in known_before
-            }
-        else:
-            counted = {(f.reporter_id, f.op_id) for f in failures if f.ingested_at >= window.start}
-        assigned = index.apply(failures, count=counted)
-        report.failures_counted = len(counted)
-        self._remember_samples(samples, failures, assigned, window)
-        self._write_failures(assigned, report)
+        sql = aggregates_sql(
+            self.table, window, read_until=window.end, count_until=count_until, trust=self.trust
+        )
+        aggregates = [SignatureAggregate.model_validate(row) for row in self.query(sql, report)]
+        report.failures_read = sum(a.count for a in aggregates if a.part < 2)
+        for agg in aggregates:
+            count = agg.part == 0 and (not backfill or agg.signature_id not in known_before)
+            merge_aggregate(signatures, agg, trust=self.trust, count=count)
+            report.failures_counted += agg.count if count else 0
+        self._remember_samples(samples, window, report)
 
         report.signatures_new = len(set(signatures) - known_before)
         report.signatures_updated = sum(
             1 for sid, sig in signatures.items() if sid in known_before and sig.count != before[sid]
         )
-        seen_in_window = {row.signature_id for row in assigned if row.ingested_at >= window.start}
-        candidates = [signatures[s] for s in seen_in_window] if backfill else list(signatures.values())
+        seen_in_window = {agg.signature_id for agg in aggregates}
+        candidates = (
+            [signatures[s] for s in sorted(seen_in_window)] if backfill else list(signatures.values())
+        )
         chosen = select_for_diagnosis(candidates, self.settings.diagnosis_budget)
         report.diagnoses_pending = sum(1 for s in candidates if needs_diagnosis(s)) - len(chosen)
         self._diagnose(chosen, samples, window, now, report)
@@ -211,41 +324,29 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         metrics.add_metric(name="DiagnosisFallbacks", unit="Count", value=report.fallbacks)
 
     # -- steps ---------------------------------------------------------------------------------
-    def _remember_samples(
-        self,
-        samples: dict[str, list[dict[str, Any]]],
-        failures: Sequence[FailureSample],
-        assigned: Sequence[FailureRow],
-        window: Window,
-    ) -> None:
-        """Keep up to 5 recent failures per signature (texts cut), preferring distinct errors, so a
-        signature diagnosed in a later run still has evidence to show the model. Only failures of
-        keys that count are kept: an untrusted key's failures are counted in their signature, but
-        their text never reaches the diagnosis (nor crowds out the samples that may)."""
-        for failure, row in zip(failures, assigned, strict=True):
-            if failure.ingested_at < window.start or not self.trust.counts(failure.reporter_id):
-                continue
-            kept = samples.setdefault(row.signature_id, [])
-            if any(k["op_id"] == failure.op_id and k.get("reporter_id") == failure.reporter_id for k in kept):
-                continue
-            entry = failure.model_dump(mode="json")
-            if len(kept) < MAX_SAMPLES:
-                kept.append(entry)
-            elif all(k.get("error") != failure.error for k in kept):
-                kept[-1] = entry  # a new wording replaces the newest of the old ones
-
-    def _write_failures(self, assigned: Sequence[FailureRow], report: AnalyzerRun) -> None:
-        groups = derived.partitions_of([row.model_dump() for row in assigned])
-        if not groups:
+    def _ensure_failures_view(self, report: AnalyzerRun) -> None:
+        """Create the ``failures`` view, or update it when its SQL (the masking rules) changed."""
+        if self.glue is None:
             return
-        self.failures_catalog.ensure_partitions(groups)
-        for (dt, hour), rows in sorted(groups.items()):
-            self.store.put(
-                derived.failures_key(dt, hour),
-                derived.parquet_bytes("failures", rows),
-                content_type="application/vnd.apache.parquet",
-            )
-            report.failure_partitions_written += 1
+        from opslake.lake.views import ensure_view
+
+        sql = failures_view_sql(self.table)
+        if ensure_view(self.glue, self.settings.glue_database, FAILURES_VIEW, sql, FAILURES_VIEW_COLUMNS):
+            report.failures_view_written = True
+
+    def _remember_samples(
+        self, samples: dict[str, list[dict[str, Any]]], window: Window, report: AnalyzerRun
+    ) -> None:
+        """Keep up to 5 recent failures per signature (texts cut), distinct errors first, so a
+        signature diagnosed in a later run still has evidence to show the model: the window's
+        samples (:func:`samples_sql`, only from keys that count) before the ones kept earlier."""
+        sql = samples_sql(self.table, window, read_until=window.end, trust=self.trust)
+        found: dict[str, list[dict[str, Any]]] = {}
+        for row in self.query(sql, report):
+            sid = row.pop("signature_id")
+            found.setdefault(sid, []).append(FailureSample.model_validate(row).model_dump(mode="json"))
+        for sid, new in found.items():
+            samples[sid] = merge_samples(new, samples.get(sid, []))
 
     def _diagnose(
         self,
@@ -316,25 +417,28 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         )
 
 
-def _dedupe(failures: Iterable[FailureSample]) -> list[FailureSample]:
-    """One row per op (the lake is at-least-once until compaction): per (reporter_id, op_id), as the
-    writer and compaction keep (:mod:`opslake.lake.opkey`), so another API key's op with the same
-    ``op_id`` is never dropped in favour of the first one read. A sample read without a
-    ``reporter_id`` counts as one reporter's (the key is then ``op_id`` alone)."""
-    seen: set[tuple[str | None, str]] = set()
-    unique = []
-    for failure in failures:
-        key = (failure.reporter_id, failure.op_id)
-        if key not in seen:
-            seen.add(key)
-            unique.append(failure)
-    return unique
+def merge_samples(new: Sequence[dict[str, Any]], kept: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At most :data:`MAX_SAMPLES` samples, one per op (``reporter_id``, ``op_id``): ``new`` before
+    ``kept``, and among them first one per distinct error, then the rest in that order."""
+    seen: set[tuple[Any, Any]] = set()
+    errors: set[Any] = set()
+    first, rest = [], []
+    for sample in [*new, *kept]:
+        key = (sample.get("reporter_id"), sample["op_id"])
+        if key in seen:
+            continue
+        seen.add(key)
+        if sample.get("error") not in errors:
+            errors.add(sample.get("error"))
+            first.append(sample)
+        else:
+            rest.append(sample)
+    return [*first, *rest][:MAX_SAMPLES]
 
 
 def build_analyzer(settings: Settings) -> Analyzer:
     """An analyzer wired to this process's AWS clients (per-container clients, per-run state)."""
     from opslake import runtime
-    from opslake.lake.catalog import GlueCatalog
     from opslake.lake.store import S3ObjectStore
 
     parts = wire(settings, state_key=settings.analyzer_state_key, lease_s=settings.analyzer_lease_s)
@@ -342,7 +446,7 @@ def build_analyzer(settings: Settings) -> Analyzer:
         settings=settings,
         engine=parts.engine,
         store=S3ObjectStore(parts.s3, settings.lake_bucket),
-        failures_catalog=GlueCatalog(runtime.client("glue"), settings.glue_database, "failures"),
+        glue=runtime.client("glue"),
         state=parts.state,
         diagnoser=Diagnoser(parts.llm),
         ops_queue=parts.ops_queue,

@@ -1,46 +1,28 @@
-"""The tables the scheduled jobs derive from ``ops``: failures, signatures, diagnoses, playbooks.
+"""The tables the scheduled jobs derive from ``ops``: signatures, diagnoses, playbooks.
 
 Each is Parquet under ``derived/<table>/`` in the lake bucket and a Glue table of the same name
 (template.yaml declares the columns; an infrastructure test asserts they equal these schemas).
 Every object name is a function of *what* it holds, never of *when* it was written, so a rerun
-after a crash overwrites instead of duplicating:
+after a crash overwrites instead of duplicating. (``failures``, one row per failed op with its
+signature, is a Glue view over ``ops`` that the analyzer keeps: :func:`opslake.jobs.analyzer.failures_view_sql`.)
 
-* ``failures``: partitioned like ``ops`` (``dt``/``hour`` of ``ingested_at``); one object per
-  partition holding every failure of that hour analyzed so far, rewritten whole by each run that
-  touches the hour (a PUT replaces an object atomically for readers).
 * ``signatures`` and ``playbooks``: one object each, the whole table, rewritten after each run.
 * ``diagnoses``: one object per diagnosis, named by its id (``dg_<signature>_<n>``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from opslake.lake.layout import partition_prefix
 from opslake.lake.parquet import to_parquet_bytes
 from opslake.lake.schema import glue_columns
 
 DERIVED_PREFIX = "derived/"
 _TS = pa.timestamp("ms", tz="UTC")
 _IDS = pa.list_(pa.string())
-
-FAILURES_SCHEMA = pa.schema(
-    [
-        pa.field("op_id", pa.string(), nullable=False),
-        pa.field("signature_id", pa.string(), nullable=False),
-        pa.field("endpoint", pa.string(), nullable=False),
-        pa.field("agent_id", pa.string(), nullable=False),
-        pa.field("error_type", pa.string()),
-        pa.field("ts", _TS, nullable=False),
-        pa.field("ingested_at", _TS, nullable=False),
-        # the op's API key: op ids are unique per key only. Last, and nullable: objects written
-        # before it existed read it as NULL (columns are matched by name).
-        pa.field("reporter_id", pa.string()),
-    ]
-)
 
 SIGNATURES_SCHEMA = pa.schema(
     [
@@ -114,21 +96,16 @@ PLAYBOOKS_SCHEMA = pa.schema(
 )
 
 SCHEMAS: dict[str, pa.Schema] = {
-    "failures": FAILURES_SCHEMA,
     "signatures": SIGNATURES_SCHEMA,
     "diagnoses": DIAGNOSES_SCHEMA,
     "playbooks": PLAYBOOKS_SCHEMA,
 }
-PARTITIONED: frozenset[str] = frozenset({"failures"})
+PARTITIONED: frozenset[str] = frozenset()  # none since failures became a view
 
 
 def table_prefix(table: str) -> str:
     """``derived/<table>/``: the Glue table's location in the lake bucket."""
     return f"{DERIVED_PREFIX}{table}/"
-
-
-def failures_key(dt: str, hour: str) -> str:
-    return f"{partition_prefix(table_prefix('failures'), dt, hour)}failures.parquet"
 
 
 def whole_table_key(table: str) -> str:
@@ -160,12 +137,3 @@ def read_rows(data: bytes) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     return list(pq.read_table(pa.BufferReader(data)).to_pylist())
-
-
-def partitions_of(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
-    """Failure rows grouped by the ``(dt, hour)`` of their ``ingested_at``."""
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for row in rows:
-        at = row["ingested_at"]
-        groups.setdefault((at.strftime("%Y-%m-%d"), at.strftime("%H")), []).append(row)
-    return groups

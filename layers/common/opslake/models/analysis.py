@@ -8,9 +8,10 @@ except through ``diagnosed_by``.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from opslake.models.ops import Id, OpRow, UtcMs
 
@@ -61,6 +62,41 @@ class FailureRow(BaseModel):
     error_type: str | None = None
     ts: UtcMs
     ingested_at: UtcMs
+
+
+def _json_list(value: Any) -> Any:
+    """An engine's array as a list: Athena returns arrays as text, so the SQL sends them as JSON."""
+    if value is None:
+        return []
+    if isinstance(value, str | bytes):
+        return json.loads(value)
+    return value
+
+
+JsonList = Annotated[list[str], BeforeValidator(_json_list)]
+
+
+class SignatureAggregate(BaseModel):
+    """One failure template's failures in a window, as the engine aggregates them (one row per
+    template, whatever the number of ops): the analyzer merges it into the signature's statistics.
+    Every list is bounded and sorted in the SQL, so both engines answer the same rows."""
+
+    model_config = ConfigDict(frozen=True)
+
+    signature_id: Id
+    template: Annotated[str, Field(max_length=MAX_TEMPLATE_CHARS)]
+    endpoint: Id = Field(description="the normalized endpoint")
+    error_type: str | None = None
+    part: int = Field(
+        default=0, description="0: failures to count; 1: read in the window, not counted; 2: read after it"
+    )
+    count: Annotated[int, Field(ge=1)]
+    first_seen: UtcMs
+    last_seen: UtcMs
+    agents: JsonList = Field(default_factory=list, description="the first distinct agent_ids, sorted")
+    witnesses: JsonList = Field(default_factory=list, description="reporters' witnesses, a few per key, sorted")
+    variants: JsonList = Field(default_factory=list, description="the first distinct input variants, sorted")
+    sample_op_ids: JsonList = Field(default_factory=list, description="the earliest op ids")
 
 
 class DiagnosisAnswer(BaseModel):
