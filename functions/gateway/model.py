@@ -2,8 +2,6 @@
 
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from cachetools import TTLCache, cached
@@ -39,6 +37,10 @@ def reachable(base_url: str) -> bool:
 
     No API key is sent: a 401 still proves the endpoint is up, and the key never leaves its store.
     """
+    # Imported here (http.client, email): the first request loads them anyway, with botocore.
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(base_url.rstrip("/") + "/models", method="GET")
     try:
         with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
