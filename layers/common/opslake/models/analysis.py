@@ -13,14 +13,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from opslake.models.ops import Id, OpRow, UtcMs
+from opslake.models.ops import MAX_WITNESS_CHARS, Id, OpRow, UtcMs
 
 MAX_CAUSE_CHARS = 500
 MAX_ADJUSTMENT_CHARS = 300
 MAX_TEMPLATE_CHARS = 1_000
 MAX_SAMPLE_OP_IDS = 5
 MAX_TRACKED_AGENTS = 200  # distinct agents (and reporters) kept per signature; the count saturates beyond
-MAX_WITNESS_CHARS = 1_000  # a reporter witness: an escaped key name, "/" and an agent id
 
 Category = Literal[
     "unknown_column",

@@ -41,6 +41,7 @@ MAX_ATTRIBUTE_VALUE_CHARS = 1_000
 MAX_RECORD_BYTES = 64 * 1024
 MAX_FUTURE_SKEW = timedelta(hours=24)
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0
+MAX_WITNESS_CHARS = 1_000  # a reporter witness: an escaped key name, "/" and an agent id
 TRUNCATION_MARK = "…[truncated]"
 # Text is cut this far past its limit before redaction (bounded work per field): what is kept was
 # redacted with its context (a key and its value, a whole token) around the limit.

@@ -16,8 +16,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from opslake.models.analysis import MAX_WITNESS_CHARS
-from opslake.models.ops import Id, UtcMs
+# MAX_WITNESS_CHARS from ops, not analysis: /playbooks and /log would build analysis' models for one constant
+from opslake.models.ops import MAX_WITNESS_CHARS, Id, UtcMs
 
 MAX_TRIGGER_CHARS = 80
 MAX_ACTION_CHARS = 120
