@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from opslake_local.invoke import FunctionError, Invoker
+from opslake_local.invoke import FunctionError, Invokes
 from opslake_local.stack import ApiKey, LocalStack
 from opslake_local.template import ApiRoute
 
@@ -287,7 +287,7 @@ class LocalApi:
     """Serves every template route on 127.0.0.1 by invoking the route's function in-process."""
 
     def __init__(
-        self, stack: LocalStack, invoker: Invoker, *, access_log: bool = False, key_max_age_s: float = 1.0
+        self, stack: LocalStack, invoker: Invokes, *, access_log: bool = False, key_max_age_s: float = 1.0
     ) -> None:
         self.stack = stack
         self.invoker = invoker

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from opslake_local.schedule import schedules
 from opslake_local.template import FunctionSpec, Template
@@ -130,6 +130,13 @@ def load_handler(
     if not callable(handler):
         raise AttributeError(f"{spec.logical_id}: {path} has no callable {spec.attribute!r}")
     return handler
+
+
+class Invokes(Protocol):
+    """What the local API needs of an invoker: this process's :class:`Invoker`, or a pool of
+    container processes (:class:`opslake_local.containers.ContainerPool`)."""
+
+    def invoke(self, logical_id: str, event: Mapping[str, Any]) -> Any: ...
 
 
 class Invoker:
