@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 
 import pytest
 
@@ -129,3 +130,20 @@ def test_coercions_a_stored_view_column_allows() -> None:
     assert coercible("array(varchar(3))", "array(varchar)")
     assert not coercible("bigint", "integer") and not coercible("varchar", "bigint")
     assert not coercible("double", "bigint")
+
+
+def test_a_deeply_nested_view_parses_at_the_default_recursion_limit() -> None:
+    """The failures view's masking nests ~60 regexp_replace calls: deeper than sqlglot parses
+    within Python's default recursion limit (1000), which is all a fresh process has."""
+    expression = "error"
+    for i in range(100):
+        expression = f"regexp_replace({expression}, '[0-9]{{{i % 9 + 1}}}', '#')"
+    sql = f"SELECT {expression} AS masked, dt, hour FROM ops"
+    original = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(1000)
+        assert passthrough_columns(sql) == {"dt", "hour"}
+        sys.setrecursionlimit(1000)
+        assert "lake.ops" in qualify_tables(sql, "lake")
+    finally:
+        sys.setrecursionlimit(original)

@@ -13,6 +13,7 @@ the pushdown only chooses which files are read.
 from __future__ import annotations
 
 import re
+import sys
 
 import sqlglot
 from sqlglot import exp
@@ -22,6 +23,17 @@ from opslake.query.dialect import PARTITION_COLUMNS, Predicate
 Places = tuple[tuple[Predicate, ...], ...]
 
 
+#: sqlglot parses recursively; a view's SQL may nest ~60 regexp_replace calls (the failures view's
+#: masking), deeper than Python's default limit allows (the dialect layer raises it the same way).
+_MIN_RECURSION_LIMIT = 20_000
+
+
+def _parse(sql: str) -> exp.Expr:
+    if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
+        sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
+    return sqlglot.parse_one(sql, read="athena")
+
+
 def _ctes(tree: exp.Expr) -> set[str]:
     return {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
 
@@ -29,7 +41,10 @@ def _ctes(tree: exp.Expr) -> set[str]:
 def qualify_tables(sql: str, database: str) -> str:
     """The view's SQL with its unqualified tables qualified by ``database`` (the view's own
     database, where Athena resolves them), in Athena's dialect; CTE names are left alone."""
-    tree = sqlglot.parse_one(sql, read="athena")
+    try:
+        tree = _parse(sql)
+    except sqlglot.errors.ParseError:
+        return sql  # the dialect layer reports the syntax error in Athena's words
     ctes = _ctes(tree)
     for table in tree.find_all(exp.Table):
         if table.name and not table.db and table.name.lower() not in ctes:
@@ -41,7 +56,7 @@ def passthrough_columns(sql: str) -> frozenset[str]:
     """The partition columns (``dt``, ``hour``) through which outer predicates may be pushed into
     the view's one base table (empty when the view's shape does not allow it)."""
     try:
-        tree = sqlglot.parse_one(sql, read="athena")
+        tree = _parse(sql)
     except sqlglot.errors.ParseError:
         return frozenset()
     if not isinstance(tree, exp.Select) or tree.args.get("with_") or tree.args.get("with"):
