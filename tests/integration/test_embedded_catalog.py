@@ -26,6 +26,7 @@ from opslake.lake.parquet import ops_table, to_parquet_bytes
 from opslake.lake.schema import glue_columns
 from opslake.lake.views import ensure_view, presto_view_input, view_sql
 from opslake.models.ops import QueuedOp
+from opslake.query import embedded
 from opslake.query.base import QueryFailedError
 from opslake.query.embedded import EmbeddedEngine
 
@@ -316,3 +317,26 @@ def test_a_view_whose_columns_no_longer_match_its_query_is_stale(lake: Lake) -> 
     narrow = "SELECT endpoint, CAST(count(*) AS integer) AS n, CAST(NULL AS varchar) AS x FROM ops GROUP BY 1"
     ensure_view(lake.glue, DATABASE, "per_endpoint", narrow, [*columns, ("x", "varchar(10)")])
     assert len(lake.engine().run("SELECT * FROM per_endpoint").rows) == 2  # coercible, as in Trino
+
+
+def test_a_view_over_a_derived_table_prunes_and_is_transpiled_once(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failures view computes its template once in a subquery: pruning must see through it."""
+    sql = (
+        "SELECT op_id, upper(template) AS template, dt, hour "
+        "FROM (SELECT op_id, endpoint || ':' || error AS template, dt, hour FROM ops WHERE NOT success) AS f"
+    )
+    columns = [("op_id", "varchar"), ("template", "varchar"), ("dt", "varchar"), ("hour", "varchar")]
+    ensure_view(lake.glue, DATABASE, "templates", sql, columns)
+    engine = lake.engine()
+    transpiled: list[str] = []
+    original = embedded.to_duckdb
+    monkeypatch.setattr(embedded, "to_duckdb", lambda text: transpiled.append(text) or original(text))
+    for _ in range(2):
+        result = engine.run(
+            "SELECT template, count(*) FROM templates WHERE dt = '2026-03-02' GROUP BY 1 ORDER BY 1"
+        )
+        assert result.rows == [("/SQL:BOOM", 4), ("TOOL:SEARCH:BOOM", 6)]
+        assert len(result.files_read or []) == 2
+    assert transpiled.count(sql) == 1

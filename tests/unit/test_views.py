@@ -82,7 +82,17 @@ def test_hive_types(trino: str, hive: str) -> None:
         ("SELECT a.dt, a.hour FROM ops a JOIN ops b ON a.op_id = b.op_id", set()),
         ("SELECT dt, hour FROM ops UNION ALL SELECT dt, hour FROM ops", set()),
         ("SELECT dt, hour FROM ops WHERE op_id IN (SELECT op_id FROM ops WHERE dt = 'x')", set()),
-        ("WITH x AS (SELECT * FROM ops) SELECT dt, hour FROM x", set()),
+        ("WITH x AS (SELECT * FROM ops) SELECT dt, hour FROM x", {"dt", "hour"}),
+        ("WITH x AS (SELECT dt FROM ops) SELECT dt, hour FROM x", {"dt"}),
+        ("WITH x AS (SELECT dt, hour FROM ops LIMIT 5) SELECT dt, hour FROM x", set()),
+        (
+            "SELECT t, dt, hour FROM (SELECT upper(error) AS t, dt, hour FROM ops WHERE NOT success)",
+            {"dt", "hour"},
+        ),
+        ("SELECT x.dt, hour FROM (SELECT dt, hour AS h, hour FROM ops) AS x", {"dt", "hour"}),
+        ("SELECT dt, hour FROM (SELECT dt, hour, rank() OVER (ORDER BY ts) AS r FROM ops)", set()),
+        ("SELECT dt, hour, count(*) OVER () AS n FROM (SELECT dt, hour FROM ops)", set()),
+        ("SELECT dt, hour FROM (SELECT dt, hour FROM ops UNION ALL SELECT dt, hour FROM ops)", set()),
     ],
 )
 def test_passthrough_columns(sql: str, passed: set[str]) -> None:

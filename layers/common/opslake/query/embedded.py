@@ -227,6 +227,7 @@ class EmbeddedEngine(QueryEngine):
         self._glue = glue_client
         self._fs = filesystem
         self._partitions = PartitionFiles(glue_client, filesystem, ttl_s=partition_cache_s)
+        self._compiled_views: dict[tuple[_Key, str], _View] = {}
         self.database = database
         self.memory_limit_mb = memory_limit_mb
         self.threads = threads
@@ -327,7 +328,13 @@ class EmbeddedEngine(QueryEngine):
             if len(stack) >= MAX_VIEW_DEPTH:
                 raise QueryFailedError(f"NOT_SUPPORTED: views nested deeper than {MAX_VIEW_DEPTH}")
             if key not in views:
-                views[key] = self._view(key, table)
+                # transpiling a view costs as much as its SQL is long (the failures view: ~0.2 s)
+                text = (key, str(table.get("ViewOriginalText")))
+                if text not in self._compiled_views:
+                    if len(self._compiled_views) >= 256:
+                        self._compiled_views.clear()
+                    self._compiled_views[text] = self._view(key, table)
+                views[key] = self._compiled_views[text]
             view = views[key]
             for base in view.query.tables:
                 inner = view.query.predicates.get(base) or ((),)

@@ -54,32 +54,63 @@ def qualify_tables(sql: str, database: str) -> str:
 
 def passthrough_columns(sql: str) -> frozenset[str]:
     """The partition columns (``dt``, ``hour``) through which outer predicates may be pushed into
-    the view's one base table (empty when the view's shape does not allow it)."""
+    the view's one base table (empty when the view's shape does not allow it). The SELECT may
+    read the table through derived tables and CTEs (``FROM (SELECT … FROM ops) x``), each of the
+    same shape: the failures view computes its template once in a subquery."""
     try:
         tree = _parse(sql)
     except sqlglot.errors.ParseError:
         return frozenset()
-    if not isinstance(tree, exp.Select) or tree.args.get("with_") or tree.args.get("with"):
+    if not isinstance(tree, exp.Select):
         return frozenset()
-    if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("joins"):
+    with_ = tree.args.get("with_") or tree.args.get("with")
+    ctes = {cte.alias_or_name.lower(): cte.this for cte in (with_.expressions if with_ is not None else [])}
+    return _passed(tree, ctes, 0)
+
+
+def _own_nodes(select: exp.Select) -> list[exp.Expr]:
+    """The select's clauses except its FROM and WITH (whose selects are checked on their own)."""
+    nodes: list[exp.Expr] = []
+    for key, value in select.args.items():
+        if key in ("from_", "from", "with_", "with"):
+            continue
+        for node in value if isinstance(value, list) else [value]:
+            if isinstance(node, exp.Expr):
+                nodes.append(node)
+    return nodes
+
+
+def _passed(select: exp.Expr, ctes: dict[str, exp.Expr], depth: int) -> frozenset[str]:
+    if not isinstance(select, exp.Select) or depth > 16:
         return frozenset()
-    from_ = tree.args.get("from_") or tree.args.get("from")
-    if from_ is None or not isinstance(from_.this, exp.Table) or not from_.this.name:
+    if select.args.get("limit") or select.args.get("offset") or select.args.get("joins"):
         return frozenset()
-    if any(True for _ in tree.find_all(exp.Window)):
+    if select.args.get("with_") is not None and depth > 0:
         return frozenset()
-    if any(select is not tree for select in tree.find_all(exp.Select)):
-        return frozenset()  # a subquery (IN, scalar) could read other partitions of the same table
-    group = tree.args.get("group")
+    from_ = select.args.get("from_") or select.args.get("from")
+    source = from_.this if from_ is not None else None
+    if isinstance(source, exp.Table) and source.name and not source.db and source.name.lower() in ctes:
+        below = _passed(ctes[source.name.lower()], ctes, depth + 1)
+    elif isinstance(source, exp.Table) and source.name:
+        below = frozenset(PARTITION_COLUMNS)
+    elif isinstance(source, exp.Subquery):
+        below = _passed(source.this, ctes, depth + 1)
+    else:
+        return frozenset()
+    own = _own_nodes(select)
+    # a window mixes rows across partitions; a subquery (IN, scalar) could read other partitions
+    if any(node.find(exp.Window, exp.Select) is not None for node in own):
+        return frozenset()
+    group = select.args.get("group")
     grouped = (
         {e.name.lower() for e in group.expressions if isinstance(e, exp.Column)}
         if group is not None
         else None
     )
-    if grouped is None and any(True for _ in tree.find_all(exp.AggFunc)):
+    if grouped is None and any(node.find(exp.AggFunc) is not None for node in own):
         return frozenset()
     passed: set[str] = set()
-    for projection in tree.expressions:
+    for projection in select.expressions:
         if isinstance(projection, exp.Star) or (
             isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
         ):
@@ -94,7 +125,7 @@ def passthrough_columns(sql: str) -> frozenset[str]:
             passed.add(inner.name.lower())
     if grouped is not None:
         passed &= grouped
-    return frozenset(passed)
+    return frozenset(passed) & below
 
 
 def push_down(outer: Places, inner: Places, columns: frozenset[str]) -> Places:
