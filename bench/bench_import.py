@@ -39,6 +39,8 @@ HANDLERS = [
     "functions/gateway/log.py",
     "functions/gateway/playbooks.py",
     "functions/gateway/model.py",
+    "functions/gateway/tables.py",
+    "functions/gateway/worker.py",
 ]
 LOADER = """
 import importlib.util, sys, time

@@ -138,3 +138,19 @@ def test_first_events_request_is_traced_with_its_sqs_call() -> None:
     # the botocore call, patched before the request's first AWS call, inside the handler's subsegment
     calls = [doc for doc in documents if doc["namespace"] == "aws" and doc["parent_id"] == handler["id"]]
     assert [(doc["name"], doc["aws"]["operation"]) for doc in calls] == [("sqs", "SendMessageBatch")]
+
+
+def test_the_tracer_patches_the_libraries_opslake_calls_out_with_and_nothing_else() -> None:
+    """botocore (every AWS call) and httpx where installed (the analyzer's LLM calls, data layer);
+    not patch_all's other libraries, which it would import (sqlite3) or probe."""
+    probe = (
+        "import sys\n"
+        "from opslake.observability.tracing import get_tracer\n"
+        "get_tracer()\n"
+        "from aws_xray_sdk.core import patcher\n"
+        "print(','.join(sorted(patcher._PATCHED_MODULES)), 'sqlite3' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=lambda_env(), check=True
+    )
+    assert result.stdout.split() == ["botocore,httpx", "False"]

@@ -5,14 +5,15 @@ and patches botocore, which imports ``botocore.client``: together most of a requ
 beyond ``/health``'s. Handlers therefore wrap their entry point with :func:`traced`, which builds
 the tracer on the first invocation, before that invocation's first AWS call, so every botocore call
 is still an X-Ray subsegment; in Lambda the SDK samples locally and reads the trace header Lambda
-sets (active tracing), so no sampling client is built. Only botocore is patched: it is the only
-library opslake calls AWS through, and ``patch_all`` would also import sqlite3 and probe a dozen
-other libraries.
+sets (active tracing), so no sampling client is built. Only the libraries opslake calls out with
+are patched: botocore (every AWS call) and, where installed (the data layer: the analyzer's LLM
+calls), httpx; ``patch_all`` would also import sqlite3 and probe a dozen other libraries.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
-#: The libraries whose calls become subsegments (the X-Ray SDK's names).
-PATCHED_MODULES = ("botocore",)
+#: The libraries whose calls become subsegments (the X-Ray SDK's names), each if installed.
+PATCHED_MODULES = ("botocore", "httpx")
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -31,7 +32,9 @@ def get_tracer() -> Tracer:
     """The container's one Tracer (built once; Powertools shares its configuration class-wide)."""
     from aws_lambda_powertools import Tracer
 
-    return Tracer(service="opslake", patch_modules=PATCHED_MODULES)
+    # find_spec imports nothing: the request-path functions have no httpx (only the common layer)
+    installed = [name for name in PATCHED_MODULES if importlib.util.find_spec(name) is not None]
+    return Tracer(service="opslake", patch_modules=installed)
 
 
 def traced(handler: Handler) -> Handler:
