@@ -302,6 +302,9 @@ def _is_stop_value(value: str) -> bool:
     )
 
 
+# The base64 and entropy layers ask about the same tokens (a token that is not random reaches both),
+# and tokens repeat from op to op (ARNs, URLs, ids): a pure function, bounded cache (≤ 512 chars each).
+@lru_cache(maxsize=4096)
 def _looks_random(token: str) -> bool:
     """A bare token that reads as generated (a key, a password) and not as one of opslake's ids."""
     core = token.rstrip("=")
