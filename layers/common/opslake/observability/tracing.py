@@ -4,8 +4,9 @@ Building a Powertools Tracer imports the X-Ray SDK (with wrapt, which imports im
 and patches botocore, which imports ``botocore.client``: together most of a request-path cold import
 beyond ``/health``'s. Handlers therefore wrap their entry point with :func:`traced`, which builds
 the tracer on the first invocation, before that invocation's first AWS call, so every botocore call
-is still an X-Ray subsegment; in Lambda the SDK samples locally and reads the trace header Lambda
-sets (active tracing), so no sampling client is built. Only the libraries opslake calls out with
+is still an X-Ray subsegment. In Lambda the SDK takes the sampling decision from the trace header
+Lambda sets (active tracing) and builds no sampling client (outside Lambda it builds a botocore
+client to poll sampling rules: measure cold starts with ``LAMBDA_TASK_ROOT`` set). Only the libraries opslake calls out with
 are patched: botocore (every AWS call) and, where installed (the data layer: the analyzer's LLM
 calls), httpx; ``patch_all`` would also import sqlite3 and probe a dozen other libraries.
 """
