@@ -340,3 +340,19 @@ def test_a_view_over_a_derived_table_prunes_and_is_transpiled_once(
         assert result.rows == [("/SQL:BOOM", 4), ("TOOL:SEARCH:BOOM", 6)]
         assert len(result.files_read or []) == 2
     assert transpiled.count(sql) == 1
+
+
+def test_fragments_are_reused_until_their_file_changes(lake: Lake) -> None:
+    """A scanned fragment keeps its footer, so the next query reuses it (one S3 GET per file
+    instead of two); a file rewritten in place (new size or mtime) is read anew."""
+    engine = lake.engine()
+    assert count(engine) == 40
+    cached = dict(engine._fragments)
+    assert len(cached) == 4
+    assert count(engine) == 40
+    assert engine._fragments == cached
+    path = next(iter(sorted((lake.root / "ops" / "dt=2026-03-01" / "hour=22").glob("*.parquet"))))
+    rewritten = lake.write(START, 25, register=False)
+    path.write_bytes(rewritten.read_bytes())
+    rewritten.unlink()
+    assert count(engine) == 25 + 30

@@ -35,6 +35,7 @@ from opslake.query.base import (
 from opslake.query.dialect import Predicate, TableRef, TranspiledQuery, to_duckdb
 from opslake.query.partitions import (
     DEFAULT_TTL_S,
+    ListedFile,
     PartitionFiles,
     Places,
     glue_partition_expression,  # noqa: F401  (re-exported: it lived here)
@@ -116,6 +117,9 @@ class _Loaded:
     dataset: ds.Dataset
     files: list[tuple[str, int]]
 
+
+#: Parquet fragments (with their footers once read) kept across queries; beyond, the cache restarts.
+MAX_CACHED_FRAGMENTS = 100_000
 
 #: Views of views are followed this deep (Athena has no limit; a cycle is refused before).
 MAX_VIEW_DEPTH = 8
@@ -228,6 +232,7 @@ class EmbeddedEngine(QueryEngine):
         self._fs = filesystem
         self._partitions = PartitionFiles(glue_client, filesystem, ttl_s=partition_cache_s)
         self._compiled_views: dict[tuple[_Key, str], _View] = {}
+        self._fragments: dict[tuple[str, int, int, str], ds.Fragment] = {}
         self.database = database
         self.memory_limit_mb = memory_limit_mb
         self.threads = threads
@@ -359,25 +364,35 @@ class EmbeddedEngine(QueryEngine):
         fragments: list[ds.Fragment] = []
         files: list[tuple[str, int]] = []
 
-        def add(found: list[tuple[str, int]], expression: pc.Expression) -> None:
-            # the listed size spares pyarrow a HEAD request per file before it reads the footer
-            fragments.extend(
-                parquet.make_fragment(path, self._fs, partition_expression=expression, file_size=size)
-                for path, size in found
-            )
-            files.extend(found)
+        def add(found: list[ListedFile], expression: pc.Expression, *, reuse: bool) -> None:
+            for file in found:
+                # A fragment remembers its file's footer once scanned: reused by the next query, it
+                # spares a footer read per file (on S3, one GET of two). Only for partition files,
+                # whose objects are written once under unique names (the mtime and size would
+                # still tell a rewrite apart); whole derived tables are rewritten in place.
+                cache_key = (file.path, file.size, file.mtime_ns, str(expression))
+                fragment = self._fragments.get(cache_key) if reuse else None
+                if fragment is None:
+                    # the listed size spares pyarrow a HEAD request per file before the footer read
+                    fragment = parquet.make_fragment(
+                        file.path, self._fs, partition_expression=expression, file_size=file.size
+                    )
+                    if reuse:
+                        if len(self._fragments) >= MAX_CACHED_FRAGMENTS:
+                            self._fragments.clear()
+                        self._fragments[cache_key] = fragment
+                fragments.append(fragment)
+                files.append((file.path, file.size))
 
         if keys:
             for partition in self._partitions.partitions(key[0], table, places):
                 expression = pc.scalar(True)
                 for name, value in zip(keys, partition.values, strict=True):
                     expression = expression & (pc.field(name) == pa.scalar(value, schema.field(name).type))
-                add(partition.files, expression)
+                add(partition.files, expression, reuse=True)
         else:
-            add(
-                self._partitions.list_tree(storage_path(table["StorageDescriptor"]["Location"])),
-                pc.scalar(True),
-            )
+            location = storage_path(table["StorageDescriptor"]["Location"])
+            add(self._partitions.list_tree(location), pc.scalar(True), reuse=False)
         dataset = ds.FileSystemDataset(fragments, schema=schema, format=parquet, filesystem=self._fs)
         return _Loaded(dataset, files)
 

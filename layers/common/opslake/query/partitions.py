@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
@@ -44,7 +44,15 @@ from opslake.query.dialect import Predicate
 
 Places = tuple[tuple[Predicate, ...], ...]
 Values = tuple[str, ...]
-FileInfo = tuple[str, int]
+
+
+class ListedFile(NamedTuple):
+    """A file as the listing saw it (the modification time tells a rewritten object apart)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
 
 #: How long a table's full partition listing is trusted (checked against the files meanwhile): well
 #: under compaction's grace period (an hour), so a swapped location is followed while the old files
@@ -171,10 +179,10 @@ class _Listing:
 
 @dataclass
 class Partition:
-    """One partition a query reads, with its files (path, size)."""
+    """One partition a query reads, with its files."""
 
     values: Values
-    files: list[FileInfo]
+    files: list[ListedFile]
 
 
 class PartitionFiles:
@@ -197,14 +205,16 @@ class PartitionFiles:
         self._listings: dict[tuple[str, str], _Listing] = {}
 
     # -- the filesystem -----------------------------------------------------------------------
-    def list_tree(self, path: str) -> list[FileInfo]:
+    def list_tree(self, path: str) -> list[ListedFile]:
         """Every readable file under ``path`` (one recursive listing; not-found is empty)."""
         selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
         return sorted(
-            (info.path, int(info.size)) for info in self._fs.get_file_info(selector) if _readable(info)
+            ListedFile(info.path, int(info.size), int(info.mtime_ns or 0))
+            for info in self._fs.get_file_info(selector)
+            if _readable(info)
         )
 
-    def _list_locations(self, locations: Iterable[str], listed: dict[str, list[FileInfo]]) -> None:
+    def _list_locations(self, locations: Iterable[str], listed: dict[str, list[ListedFile]]) -> None:
         """List the locations not under a tree in ``listed`` yet: each alone when few, else
         their common directory once (compacted partitions share ``ops-compacted/``)."""
         missing = sorted({loc for loc in locations if not any(_under(loc + "/", r) for r in listed)})
@@ -218,7 +228,7 @@ class PartitionFiles:
             listed[common] = self.list_tree(common)
 
     @staticmethod
-    def _files_at(location: str, listed: Mapping[str, list[FileInfo]]) -> list[FileInfo]:
+    def _files_at(location: str, listed: Mapping[str, list[ListedFile]]) -> list[ListedFile]:
         """The files under ``location`` in the listing of the tree that holds it (each listing
         is sorted by path, so this is a range: 720 partitions stay 720 lookups, not 720 scans)."""
         for root, files in listed.items():
@@ -274,7 +284,7 @@ class PartitionFiles:
                 for p in self._get_partitions(database, name, expression)
                 if keeps(places, keys, values := tuple(p["Values"]))
             }
-            listed: dict[str, list[FileInfo]] = {}
+            listed: dict[str, list[ListedFile]] = {}
             self._list_locations(kept.values(), listed)
             return [Partition(v, self._files_at(loc, listed)) for v, loc in sorted(kept.items())]
         if listing is None:
@@ -291,7 +301,7 @@ class PartitionFiles:
         with self._lock:
             entries = dict(listing.entries)
         kept = {values: entry for values, entry in entries.items() if keeps(places, keys, values)}
-        listed: dict[str, list[FileInfo]] = {}
+        listed: dict[str, list[ListedFile]] = {}
         for subtree in hive_subtrees(root, keys, places):
             listed[subtree] = self.list_tree(subtree)
         self._list_locations((e.location for e in kept.values()), listed)
@@ -300,7 +310,7 @@ class PartitionFiles:
             {
                 values
                 for files in listed.values()
-                for path, _ in files
+                for path, *_ in files
                 if (values := _hive_values(path, root, keys)) is not None
                 and values not in entries
                 and keeps(places, keys, values)
@@ -311,7 +321,7 @@ class PartitionFiles:
         moved = [
             values
             for values, entry in kept.items()
-            if entry.files is not None and not entry.files <= {path for path, _ in found[values]}
+            if entry.files is not None and not entry.files <= {f.path for f in found[values]}
         ]
         if unknown or moved:
             fresh = self._batch_get(database, name, unknown + moved)
@@ -329,7 +339,7 @@ class PartitionFiles:
                 listing.entries.update({v: kept[v] for v in fresh})
         with self._lock:
             for values, entry in kept.items():
-                entry.files = frozenset(path for path, _ in found[values])
+                entry.files = frozenset(f.path for f in found[values])
         return [Partition(values, found[values]) for values in sorted(kept)]
 
     def forget(self) -> None:
