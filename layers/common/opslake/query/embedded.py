@@ -118,8 +118,10 @@ class _Loaded:
     files: list[tuple[str, int]]
 
 
-#: Parquet fragments (with their footers once read) kept across queries; beyond, the cache restarts.
-MAX_CACHED_FRAGMENTS = 100_000
+#: Parquet fragments (with their footers once read: ~5 KB serialised for the ops schema, a few
+#: times that in memory) kept across queries; beyond, the cache restarts. 10,000 covers a year of
+#: compacted hours.
+MAX_CACHED_FRAGMENTS = 10_000
 
 #: Views of views are followed this deep (Athena has no limit; a cycle is refused before).
 MAX_VIEW_DEPTH = 8
