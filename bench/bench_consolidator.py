@@ -1,18 +1,27 @@
-"""The consolidator over a day of 1,000,000 ops (the analyzer bench's planted day, with realistic successes).
+"""The consolidator over a day of 1,000,000 ops or more (the analyzer bench's planted day, with realistic successes).
 
 Loads the planted ops of ``bench_analyzer.py`` into the local stack (moto server, 24 hour
 partitions, embedded engine), after giving the successes realistic task classes and inputs: a
 few SQL shapes, staffing matches, worker and table look-ups, HTTP tool calls and model prompts,
 each with varying literals (cities, roles, ids, limits), spread over 500 agents, so that grouping
 and merging do real work; 0.5% of them become ``/log`` records (lessons, successes, failures).
-Runs the Analyzer first (heuristic diagnoser, no model) so that "avoid" diagnoses exist, then
-times one Consolidator run (heuristic distiller, no compaction) and prints rows read,
-candidates, entries, outcomes read for efficacy, bytes scanned, queries and the process's peak
-RSS during the run (VmHWM, reset just before it). ``--tracemalloc`` repeats the first run from a
-fresh state under tracemalloc for the peak of Python allocations (slower: its wall time is not
-the figure). Then a second run 30 minutes later with no new ops. Never asserts.
+More than 1,000,000 ops (``--ops 10000000``) are that day repeated with Arrow compute (new op ids,
+timestamps a few milliseconds apart). The lake's hourly Parquet objects are cached under
+``/tmp/opslake-bench/`` (built once per size).
 
-    .venv/bin/python bench/bench_consolidator.py [--ops 1000000] [--tracemalloc] [--profile]
+A child process loads the lake and runs the Analyzer (heuristic diagnoser, no model) so that
+"avoid" diagnoses exist; this process then times one Consolidator run (heuristic distiller, no
+compaction) and prints rows read, candidates, entries (by source and kind), outcomes read for
+efficacy, bytes scanned, queries and its peak RSS during the run (VmHWM, reset just before it; the
+load and the analyzer ran elsewhere, so the figure is the consolidator's). ``--tracemalloc``
+repeats the first run from a fresh state under tracemalloc for the peak of Python allocations
+(slower: its wall time is not the figure). Then a second run 30 minutes later with no new ops.
+``--entries FILE`` writes the entries of the first run as JSON (to compare runs). Never asserts.
+
+``OPSLAKE_BENCH_ROOT=/path/to/other/checkout`` runs that checkout's code with this script (before
+and after, side by side).
+
+    .venv/bin/python bench/bench_consolidator.py [--ops 1000000] [--tracemalloc] [--profile] [--entries F]
 """
 
 from __future__ import annotations
@@ -20,22 +29,29 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import inspect
 import io
+import json
+import multiprocessing
+import os
 import pstats
 import random
 import sys
 import time
 import tracemalloc
+from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT / "layers" / "common", ROOT / "local", ROOT / "bench", ROOT):
+ROOT = Path(os.environ.get("OPSLAKE_BENCH_ROOT") or Path(__file__).resolve().parents[1])
+for extra in (ROOT / "layers" / "common", ROOT / "local", Path(__file__).resolve().parent, ROOT):
     sys.path.insert(0, str(extra))
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 from planted import CITIES, ROLES, generate  # noqa: E402
 
 from opslake.analysis.diagnoser import Diagnoser  # noqa: E402
@@ -51,11 +67,15 @@ from opslake.observability import logger  # noqa: E402
 from opslake.query.embedded import EmbeddedEngine  # noqa: E402
 from opslake_local.stack import QUIET_ENV, LocalStack  # noqa: E402
 
+Clients = Callable[[str], Any]
+
 START = datetime(2025, 6, 1, tzinfo=UTC)  # planted.generate's default start
 ANALYZED_AT = START + timedelta(hours=24)
 FIRST_RUN = ANALYZED_AT + timedelta(minutes=30)
 SECOND_RUN = FIRST_RUN + timedelta(minutes=30)
 LOG_SHARE = 0.005
+BASE_OPS = 1_000_000  # a bigger day repeats this one
+CACHE = Path("/tmp/opslake-bench")
 
 SQL_SHAPES = (
     "SELECT name, hourly_rate FROM workers WHERE city = '{city}' LIMIT {n}",
@@ -129,9 +149,8 @@ def realistic_successes(columns: dict[str, list[Any]], seed: int = 11) -> dict[s
     }
 
 
-def load(stack: LocalStack, n_ops: int) -> dict[str, int]:
-    """Write the ops as one Parquet object per hour (as bench_analyzer.load does); return counts."""
-    settings = load_settings()
+def day_table(n_ops: int) -> pa.Table:
+    """The planted day with realistic successes as one Arrow table in ``OPS_SCHEMA``."""
     c = realistic_successes(generate(n_ops=n_ops).columns)
     n = len(c["op_id"])
     ts = pa.array(c["ts_ms"], pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
@@ -153,37 +172,82 @@ def load(stack: LocalStack, n_ops: int) -> dict[str, int]:
         "error_type": c["error_type"],
         "truncated": [False] * n,
     }
-    table = pa.table(
+    return pa.table(
         {
             f.name: pa.array(given[f.name], f.type) if f.name in given else pa.nulls(n, f.type)
             for f in OPS_SCHEMA
         },
         schema=OPS_SCHEMA,
     )
-    hours = pc.floor(pc.divide(pa.array(c["ts_ms"], pa.int64()).cast(pa.float64()), 3_600_000.0))
-    s3 = stack.client("s3")
-    partitions = []
+
+
+def repeated(hour: pa.Table, copies: int) -> pa.Table:
+    """An hour's ops ``copies`` times (Arrow compute): copy k has ``-k`` appended to its op ids and
+    its timestamps ``k`` ms later (ingested_at unchanged, so it stays in its partition)."""
+    parts = [hour]
+    ts_index = hour.schema.get_field_index("ts")
+    id_index = hour.schema.get_field_index("op_id")
+    as_ms = pc.cast(hour["ts"], pa.int64())
+    for k in range(1, copies):
+        copy = hour.set_column(
+            id_index, hour.schema.field("op_id"), pc.binary_join_element_wise(hour["op_id"], f"-{k}", "")
+        )
+        shifted = pc.cast(pc.add(as_ms, k), pa.int64()).cast(hour.schema.field("ts").type)
+        parts.append(copy.set_column(ts_index, hour.schema.field("ts"), shifted))
+    return pa.concat_tables(parts)
+
+
+def cached_lake(n_ops: int) -> Path:
+    """The lake's hourly Parquet objects for ``n_ops`` ops (built once, then reused)."""
+    folder = CACHE / f"consolidator-{n_ops}"
+    if (folder / "done").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    base_ops = min(n_ops, BASE_OPS)
+    copies = -(-n_ops // base_ops)
+    table = day_table(base_ops)
+    hours = pc.floor(pc.divide(pc.cast(pc.cast(table["ingested_at"], pa.int64()), pa.float64()), 3_600_000.0))
     for hour in sorted(set(hours.to_pylist())):
         at = datetime.fromtimestamp(hour * 3600, UTC)
-        dt, hh = at.strftime("%Y-%m-%d"), at.strftime("%H")
+        part = repeated(table.filter(pc.equal(hours, hour)), copies)
+        (folder / f"{at:%Y-%m-%d}_{at:%H}.parquet").write_bytes(to_parquet_bytes(part))
+    (folder / "done").write_text(str(n_ops))
+    return folder
+
+
+def load(client: Clients, n_ops: int) -> dict[str, int]:
+    """Put the cached hourly objects into the local lake (one object per hour partition)."""
+    settings = load_settings()
+    s3 = client("s3")
+    counts: Counter[str] = Counter()
+    partitions = []
+    for path in sorted(cached_lake(n_ops).glob("*.parquet")):
+        dt, hh = path.stem.split("_")
+        part = pq.read_table(path, columns=["success", "event_kind"])
+        counts["ops"] += part.num_rows
+        counts["failures"] += part.num_rows - pc.sum(part["success"]).as_py()
+        counts["logs"] += pc.sum(pc.equal(part["event_kind"], "log")).as_py() or 0
         key = f"{settings.ops_prefix}dt={dt}/hour={hh}/bench.parquet"
-        s3.put_object(
-            Bucket=settings.lake_bucket, Key=key, Body=to_parquet_bytes(table.filter(pc.equal(hours, hour)))
-        )
+        s3.put_object(Bucket=settings.lake_bucket, Key=key, Body=path.read_bytes())
         partitions.append((dt, hh))
-    GlueCatalog(stack.client("glue"), settings.glue_database, "ops").ensure_partitions(partitions)
-    logs = sum(1 for k in c["event_kind"] if k == "log")
-    failures = sum(1 for ok in c["success"] if not ok)
-    return {"ops": n, "failures": failures, "logs": logs, "successes": n - failures - logs}
+    GlueCatalog(client("glue"), settings.glue_database, "ops").ensure_partitions(partitions)
+    counts["successes"] = counts["ops"] - counts["failures"] - counts["logs"]
+    return dict(counts)
 
 
-def analyze(stack: LocalStack, settings: Settings) -> None:
-    s3 = stack.client("s3")
+def analyze(client: Clients, settings: Settings) -> None:
+    s3 = client("s3")
+    # the analyzer keeps failures as a Glue view (issue 13) or, in older code, as a table it writes
+    wiring: dict[str, Any] = (
+        {"glue": client("glue")}
+        if "glue" in inspect.signature(Analyzer).parameters
+        else {"failures_catalog": GlueCatalog(client("glue"), settings.glue_database, "failures")}
+    )
     analyzer = Analyzer(
         settings=settings,
         engine=EmbeddedEngine.from_settings(settings),
         store=S3ObjectStore(s3, settings.lake_bucket),
-        failures_catalog=GlueCatalog(stack.client("glue"), settings.glue_database, "failures"),
+        **wiring,
         state=StateStore(
             s3, settings.lake_bucket, settings.analyzer_state_key, lease_s=600, clock=lambda: ANALYZED_AT
         ),
@@ -239,25 +303,58 @@ def describe(label: str, wall: float, report: ConsolidatorRun) -> None:
     )
 
 
+def prepare(n_ops: int, endpoint: str) -> None:
+    """The child process: load the lake and run the analyzer (their memory is not the consolidator's)."""
+    import boto3
+
+    logger.setLevel("WARNING")
+
+    def client(service: str) -> Any:
+        return boto3.client(service, endpoint_url=endpoint)  # type: ignore[call-overload]
+
+    started = time.perf_counter()
+    counts = load(client, n_ops)
+    print(
+        f"loaded {counts['ops']:,} ops ({counts['successes']:,} successes, {counts['logs']:,} /log records, "
+        f"{counts['failures']:,} failures) in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
+    base = load_settings().model_copy(update={"analyzer_settle_s": 0.0, "query_timeout_s": 900.0})
+    analyze(client, base.model_copy(update={"analyzer_initial_lookback_h": 24.0, "diagnosis_budget": 40}))
+    sys.stdout.flush()
+
+
+def entries_summary(stack: LocalStack, settings: Settings) -> list[dict[str, Any]]:
+    """The entries the consolidator keeps (state object), for the summary and ``--entries``."""
+    body = stack.client("s3").get_object(Bucket=settings.lake_bucket, Key=settings.consolidator_state_key)[
+        "Body"
+    ]
+    entries: list[dict[str, Any]] = json.loads(body.read())["data"]["entries"]
+    kinds = Counter(f"{e.get('source')}/{e.get('kind')}/{e.get('status')}" for e in entries)
+    print("entries by source/kind/status: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    return entries
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=1_000_000)
     parser.add_argument("--tracemalloc", action="store_true", help="repeat the first run under tracemalloc")
     parser.add_argument("--profile", action="store_true", help="cProfile the first run (top 15)")
+    parser.add_argument("--entries", type=Path, help="write the first run's entries to this JSON file")
     args = parser.parse_args()
     logger.setLevel("WARNING")  # the runs' own JSON log lines repeat what is printed
+    print(f"code: {ROOT}")
     with LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack:
-        started = time.perf_counter()
-        counts = load(stack, args.ops)
-        gc.collect()
-        print(
-            f"loaded {counts['ops']:,} ops ({counts['successes']:,} successes, {counts['logs']:,} /log records, "
-            f"{counts['failures']:,} failures) in {time.perf_counter() - started:.1f} s"
-        )
+        child = multiprocessing.get_context("spawn").Process(target=prepare, args=(args.ops, stack.endpoint))
+        child.start()
+        child.join()
+        if child.exitcode != 0:
+            raise SystemExit(f"loading or analyzing failed (exit code {child.exitcode})")
         base = load_settings().model_copy(update={"analyzer_settle_s": 0.0})
-        analyze(stack, base.model_copy(update={"analyzer_initial_lookback_h": 24.0, "diagnosis_budget": 40}))
-        # the first consolidator run reads the whole day and the diagnoses created at its end
-        settings = base.model_copy(update={"consolidator_max_window_h": 24.5})
+        # the first consolidator run reads the whole day and the diagnoses created at its end (the
+        # default reads at most 2 h per run; a day of 10M ops takes longer than the default 60 s
+        # query limit on this machine's embedded engine)
+        settings = base.model_copy(update={"consolidator_max_window_h": 24.5, "query_timeout_s": 900.0})
 
         gc.collect()
         rss_before = rss_mb("VmRSS")
@@ -277,6 +374,9 @@ def main() -> None:
                 f"first run: process RSS {rss_before:.0f} MB before, peak {peak:.0f} MB during "
                 f"(+{peak - rss_before:.0f} MB; VmHWM reset just before the run)"
             )
+        entries = entries_summary(stack, settings)
+        if args.entries:
+            args.entries.write_text(json.dumps(entries, indent=1, sort_keys=True, default=str))
         if profiler:
             out = io.StringIO()
             stats = pstats.Stats(profiler, stream=out)
