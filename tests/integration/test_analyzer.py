@@ -3,6 +3,7 @@ the failures/signatures/diagnoses tables, the watermark and lease, crashes, back
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -356,6 +357,9 @@ def test_failures_is_a_view_whose_signatures_are_the_analyzers(jobs_lake: Lake) 
     failure's signature with the analyzer's masking SQL, so it agrees with the signatures table and
     shows failures the analyzer has not reached yet."""
     lake = jobs_lake
+    glue = lake.client("glue")
+    with contextlib.suppress(glue.exceptions.EntityNotFoundException):  # made by an earlier test
+        glue.delete_table(DatabaseName=lake.settings.glue_database, Name="failures")
     write_ops(lake, failing_ops(12, start=START))
     first = analyzer(lake, START + timedelta(hours=1), analyzer_initial_lookback_h=2).run()
     table = lake.client("glue").get_table(DatabaseName=lake.settings.glue_database, Name="failures")["Table"]

@@ -173,7 +173,9 @@ MASKING_RULES: tuple[Rule, ...] = (
     Rule("ulid", f"{_NOT_WORD}[0-7][0-9A-HJKMNP-TV-Z]{{25}}{_NOT_WORD}", "$1<ulid>$2", twice=True),
     Rule(
         "quantity",
-        f"([^{_W}.])[0-9]+(?:[.][0-9]+)?(?:{_UNITS})([^{_W}%])",
+        # not inside a token joined by "-" (org-999628070d is an id, not 999628070 days): a "-"
+        # before the number counts as a boundary only when a non-word character precedes it
+        f"([^{_W}]-|[^{_W}.-])[0-9]+(?:[.][0-9]+)?(?:{_UNITS})([^{_W}%])",
         "$1<num>$2",
         twice=True,
     ),

@@ -23,6 +23,7 @@ cost and errors land in the lake like any other op.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -225,16 +226,18 @@ def contrasts_sql(
     """A few recent successes per endpoint, to show the model what working calls look like; only
     from keys that count under ``trust`` (:meth:`ReporterTrust.sql_predicate`: never opslake's own,
     never an untrusted key's, with an untrusted default only named keys'): text from a key that
-    does not count never enters a prompt."""
+    does not count never enters a prompt. One row per endpoint: ``max_by(…, n)`` keeps the n most
+    recent in bounded memory (a window function would sort every success of the window); the key
+    (time, then op id) makes ties come out the same on every engine. JSON text: Athena returns
+    arrays as text."""
     names = sql_string_list(endpoints)
     counted = (trust or ReporterTrust()).sql_predicate("reporter_id")
-    return f"""SELECT endpoint, input_summary FROM (
-  SELECT endpoint, input_summary,
-         row_number() OVER (PARTITION BY endpoint ORDER BY ingested_at DESC, op_id) AS rn
-  FROM {table}
-  WHERE {window_predicate(window)} AND success AND input_summary IS NOT NULL AND endpoint IN ({names})
-    AND {counted}
-) WHERE rn <= {MAX_CONTRASTS}"""
+    recency = "lpad(CAST(CAST(to_unixtime(ingested_at) * 1000 AS bigint) AS varchar), 15, '0') || op_id"
+    return f"""SELECT endpoint, json_format(CAST(max_by(input_summary, {recency}, {MAX_CONTRASTS}) AS JSON)) AS inputs
+FROM {table}
+WHERE {window_predicate(window)} AND success AND input_summary IS NOT NULL AND endpoint IN ({names})
+  AND {counted}
+GROUP BY endpoint"""
 
 
 class Analyzer(ScheduledJob[AnalyzerRun]):
@@ -363,7 +366,9 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
             endpoints = [sig.endpoint for sig, _ in chosen]
             sql = contrasts_sql(self.table, window, endpoints, trust=self.trust)
             for row in self.query(sql, report):
-                contrasts.setdefault(row["endpoint"], []).append(str(row["input_summary"]))
+                inputs = row["inputs"]
+                found = json.loads(inputs) if isinstance(inputs, str) else inputs
+                contrasts[row["endpoint"]] = [str(v) for v in found]
         for sig, reason in chosen:
             # samples kept before a key was marked untrusted are dropped here, under today's levels
             sig_samples = [
