@@ -5,6 +5,11 @@ filesystem (S3 on AWS or moto, local files in benchmarks): each table becomes a 
 dataset over the files of the Glue partitions the query's ``dt``/``hour`` predicates keep,
 with the Glue columns as its schema (partition keys stay strings) and each partition's values
 as constant columns. DuckDB scans those datasets lazily (projection and filter pushdown).
+Which partitions and files: :mod:`opslake.query.partitions` (Glue's listing kept and checked
+against one file listing per tree). Fragments are reused across queries, so each file's footer
+is read once. A Glue view (Athena's "Presto view") is expanded from its SQL, its partition
+predicates carried into the table under it where it passes ``dt``/``hour`` through
+(:mod:`opslake.query.viewsql`), and its stored columns checked against its query as Athena does.
 """
 
 from __future__ import annotations
