@@ -7,7 +7,7 @@ each with varying literals (cities, roles, ids, limits), spread over 500 agents,
 and merging do real work; 0.5% of them become ``/log`` records (lessons, successes, failures).
 More than 1,000,000 ops (``--ops 10000000``) are that day repeated with Arrow compute (new op ids,
 timestamps a few milliseconds apart). The lake's hourly Parquet objects are cached under
-``/tmp/opslake-bench/`` (built once per size).
+``/tmp/opslake-bench/`` (built once per size); one object per hour, or ``--rows-per-object`` at most.
 
 A child process loads the lake and runs the Analyzer (heuristic diagnoser, no model) so that
 "avoid" diagnoses exist; this process then times one Consolidator run (heuristic distiller, no
@@ -197,9 +197,10 @@ def repeated(hour: pa.Table, copies: int) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def cached_lake(n_ops: int) -> Path:
-    """The lake's hourly Parquet objects for ``n_ops`` ops (built once, then reused)."""
-    folder = CACHE / f"consolidator-{n_ops}"
+def cached_lake(n_ops: int, rows_per_object: int = 0) -> Path:
+    """The lake's Parquet objects for ``n_ops`` ops, one per hour or objects of at most
+    ``rows_per_object`` rows (built once, then reused)."""
+    folder = CACHE / (f"consolidator-{n_ops}" + (f"-{rows_per_object}" if rows_per_object else ""))
     if (folder / "done").exists():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -210,27 +211,30 @@ def cached_lake(n_ops: int) -> Path:
     for hour in sorted(set(hours.to_pylist())):
         at = datetime.fromtimestamp(hour * 3600, UTC)
         part = repeated(table.filter(pc.equal(hours, hour)), copies)
-        (folder / f"{at:%Y-%m-%d}_{at:%H}.parquet").write_bytes(to_parquet_bytes(part))
+        step = rows_per_object or part.num_rows
+        for i, start in enumerate(range(0, part.num_rows, step)):
+            path = folder / f"{at:%Y-%m-%d}_{at:%H}_{i:03d}.parquet"
+            path.write_bytes(to_parquet_bytes(part.slice(start, step)))
     (folder / "done").write_text(str(n_ops))
     return folder
 
 
-def load(client: Clients, n_ops: int) -> dict[str, int]:
-    """Put the cached hourly objects into the local lake (one object per hour partition)."""
+def load(client: Clients, n_ops: int, rows_per_object: int = 0) -> dict[str, int]:
+    """Put the cached objects into the local lake."""
     settings = load_settings()
     s3 = client("s3")
     counts: Counter[str] = Counter()
-    partitions = []
-    for path in sorted(cached_lake(n_ops).glob("*.parquet")):
-        dt, hh = path.stem.split("_")
+    partitions = set()
+    for path in sorted(cached_lake(n_ops, rows_per_object).glob("*.parquet")):
+        dt, hh, i = path.stem.split("_")
         part = pq.read_table(path, columns=["success", "event_kind"])
         counts["ops"] += part.num_rows
         counts["failures"] += part.num_rows - pc.sum(part["success"]).as_py()
         counts["logs"] += pc.sum(pc.equal(part["event_kind"], "log")).as_py() or 0
-        key = f"{settings.ops_prefix}dt={dt}/hour={hh}/bench.parquet"
+        key = f"{settings.ops_prefix}dt={dt}/hour={hh}/bench-{i}.parquet"
         s3.put_object(Bucket=settings.lake_bucket, Key=key, Body=path.read_bytes())
-        partitions.append((dt, hh))
-    GlueCatalog(client("glue"), settings.glue_database, "ops").ensure_partitions(partitions)
+        partitions.add((dt, hh))
+    GlueCatalog(client("glue"), settings.glue_database, "ops").ensure_partitions(sorted(partitions))
     counts["successes"] = counts["ops"] - counts["failures"] - counts["logs"]
     return dict(counts)
 
@@ -303,7 +307,7 @@ def describe(label: str, wall: float, report: ConsolidatorRun) -> None:
     )
 
 
-def prepare(n_ops: int, endpoint: str) -> None:
+def prepare(n_ops: int, rows_per_object: int, endpoint: str) -> None:
     """The child process: load the lake and run the analyzer (their memory is not the consolidator's)."""
     import boto3
 
@@ -313,7 +317,7 @@ def prepare(n_ops: int, endpoint: str) -> None:
         return boto3.client(service, endpoint_url=endpoint)  # type: ignore[call-overload]
 
     started = time.perf_counter()
-    counts = load(client, n_ops)
+    counts = load(client, n_ops, rows_per_object)
     print(
         f"loaded {counts['ops']:,} ops ({counts['successes']:,} successes, {counts['logs']:,} /log records, "
         f"{counts['failures']:,} failures) in {time.perf_counter() - started:.1f} s",
@@ -341,11 +345,19 @@ def main() -> None:
     parser.add_argument("--tracemalloc", action="store_true", help="repeat the first run under tracemalloc")
     parser.add_argument("--profile", action="store_true", help="cProfile the first run (top 15)")
     parser.add_argument("--entries", type=Path, help="write the first run's entries to this JSON file")
+    parser.add_argument(
+        "--rows-per-object",
+        type=int,
+        default=0,
+        help="objects of at most this many ops (default: one per hour)",
+    )
     args = parser.parse_args()
     logger.setLevel("WARNING")  # the runs' own JSON log lines repeat what is printed
     print(f"code: {ROOT}")
     with LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack:
-        child = multiprocessing.get_context("spawn").Process(target=prepare, args=(args.ops, stack.endpoint))
+        child = multiprocessing.get_context("spawn").Process(
+            target=prepare, args=(args.ops, args.rows_per_object, stack.endpoint)
+        )
         child.start()
         child.join()
         if child.exitcode != 0:

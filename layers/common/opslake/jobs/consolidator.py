@@ -80,8 +80,8 @@ DISTILL_SYSTEM = (
 class ConsolidatorRun(JobReport):
     """What one consolidator run did."""
 
-    successes_read: int = 0
-    logs_read: int = 0
+    successes_read: int = 0  # successes the engine counted as evidence (0 when no group had enough)
+    logs_read: int = 0  # /log records the engine counted as evidence (0 when no group had enough)
     diagnoses_read: int = 0
     candidates: int = 0
     distilled_by_model: int = 0
