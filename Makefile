@@ -53,6 +53,7 @@ infra: setup
 bench: setup  ## benchmarks (not tests): figures go to bench/README.md
 	$(BIN)/python bench/bench_writer.py
 	$(BIN)/python bench/bench_import.py
+	$(SAM_ENV) $(BIN)/python bench/bench_cold_start.py
 	$(BIN)/python bench/bench_signatures.py
 	$(BIN)/python bench/bench_analyzer.py
 	$(BIN)/python bench/bench_compaction.py

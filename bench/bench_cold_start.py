@@ -170,6 +170,14 @@ def main() -> None:
     endpoint = f"http://{host}:{port}"
     provision(endpoint)
     daemon = XrayDaemon()
+    # the interpreter itself, not a pyenv shim (a shell script) in front of it; a shim without a
+    # 3.12 selected (make bench sets PYENV_VERSION) fails, and this interpreter is used instead
+    probe = subprocess.run(
+        [args.python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        print(f"{args.python} does not run; timing {sys.executable} instead", flush=True)
+    args.python = probe.stdout.strip() if probe.returncode == 0 else sys.executable
     site = lambda_site(args.python)
     env = {
         "PATH": os.environ["PATH"],
