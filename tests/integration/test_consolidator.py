@@ -15,7 +15,6 @@ from opslake.jobs.analyzer import Analyzer
 from opslake.jobs.consolidator import Consolidator, outcomes_sql
 from opslake.jobs.lease import StateStore
 from opslake.jobs.trigger import Backfill
-from opslake.lake.catalog import GlueCatalog
 from opslake.lake.compaction import Compactor
 from opslake.lake.store import S3ObjectStore
 from opslake.models.ops import QueuedOp
@@ -108,7 +107,7 @@ def analyze(lake: Lake, now: datetime) -> None:
         settings=settings,
         engine=EmbeddedEngine.from_settings(settings),
         store=S3ObjectStore(s3, settings.lake_bucket),
-        failures_catalog=GlueCatalog(lake.client("glue"), settings.glue_database, "failures"),
+        glue=lake.client("glue"),  # the analyzer keeps the failures view (issue 13)
         state=StateStore(
             s3, settings.lake_bucket, settings.analyzer_state_key, lease_s=600, clock=lambda: now
         ),
