@@ -93,7 +93,9 @@ class SignatureAggregate(BaseModel):
     first_seen: UtcMs
     last_seen: UtcMs
     agents: JsonList = Field(default_factory=list, description="the first distinct agent_ids, sorted")
-    witnesses: JsonList = Field(default_factory=list, description="reporters' witnesses, a few per key, sorted")
+    witnesses: JsonList = Field(
+        default_factory=list, description="reporters' witnesses, a few per key, sorted"
+    )
     variants: JsonList = Field(default_factory=list, description="the first distinct input variants, sorted")
     sample_op_ids: JsonList = Field(default_factory=list, description="the earliest op ids")
 
