@@ -65,7 +65,7 @@ class OutcomeRow(OpRow):
     success: bool
     reporter_id: str | None = None  # the API key (server-set); the consolidator keeps it for corrections
     task_class: str | None = None
-    signature_id: str | None = None  # the failure's signature (from the failures table), if any
+    signature_id: str | None = None  # the failure's signature (computed in SQL from the op), if any
     sig_hash: str | None = None
     source: str | None = None
     session_id: str | None = None
