@@ -421,15 +421,15 @@ def test_analyzer_may_query_ops_write_its_derived_tables_and_keep_the_failures_v
     assert _listing_prefixes(allowed) == ["ops/*", "ops-compacted/*", "state/*", "athena-results/*"]
 
 
-# The consolidator: reads ops, failures and diagnoses through Athena; writes the playbooks table,
+# The consolidator: reads ops and diagnoses through Athena (a failure's signature is computed from
+# the op itself, so neither the failures view nor old derived/failures/ objects are read); writes the playbooks table,
 # the snapshot GET /playbooks serves and its state; compacts ops (writes ops-compacted/ and its
 # journals under state/compaction/, swaps the ops partition's location, deletes the small files).
 CONSOLIDATOR_GRANTS: dict[str, list[Any]] = {
     **{a: ATHENA_WORKGROUP for a in ATHENA_ACTIONS},
-    **{a: _glue("ops", "failures", "diagnoses", "playbooks") for a in GLUE_READS},
+    **{a: _glue("ops", "diagnoses", "playbooks") for a in GLUE_READS},
     "glue:UpdatePartition": _glue("ops"),
     "s3:GetObject": _lake(
-        "derived/failures/*",
         "derived/diagnoses/*",
         "ops/*",
         "ops-compacted/*",
@@ -460,7 +460,6 @@ def test_consolidator_may_query_write_playbooks_and_compact_ops(transformed: dic
     assert _listing_prefixes(allowed) == [
         "ops/*",
         "ops-compacted/*",
-        "derived/failures/*",
         "derived/diagnoses/*",
         "state/*",
         "athena-results/*",
