@@ -38,6 +38,8 @@ def post_events() -> Response:
         raise
     metrics.add_metric(name="OpsAccepted", unit=MetricUnit.Count, value=len(result.accepted))
     metrics.add_metric(name="OpsRejected", unit=MetricUnit.Count, value=len(result.rejected))
+    if result.redacted_ids:  # ops stored under redacted ids (a secret was in one): renamed, not lost
+        metrics.add_metric(name="IdsRedacted", unit=MetricUnit.Count, value=len(result.redacted_ids))
     return json_response(202, result.model_dump())
 
 

@@ -258,3 +258,17 @@ def test_secrets_in_every_field_never_reach_the_queue() -> None:
         "aB3dE5gH7jK9",
     ):
         assert secret not in stored
+
+
+def test_ops_whose_op_ids_are_redacted_stay_distinct_and_say_so() -> None:
+    """issue 13: two ops whose op ids hold secrets were both stored as "[REDACTED]" (one op then
+    deduped away); now each gets its own digest, a retry the same one, and the answer says which."""
+    queue = MemoryQueue()
+    ids = ["run-ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "V1StGXR8_Z5jdHi6B-myTq9k"]
+    result = run({"ops": [{**GOOD, "op_id": i} for i in ids] + [{**GOOD, "op_id": "op-3"}]}, queue)
+    first, second, plain = result.accepted
+    assert first != second and plain == "op-3"
+    assert first.startswith("redacted-") and second.startswith("redacted-")
+    assert not any(i in message for i in ids for message in queue.messages)
+    assert [(r.index, r.fields) for r in result.redacted_ids] == [(0, ["op_id"]), (1, ["op_id"])]
+    assert run({**GOOD, "op_id": ids[0]}).accepted == [first]  # the retry keeps its id

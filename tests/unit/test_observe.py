@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+import opslake.ingest.observe as observe_module
 from opslake.errors import BadRequestError, QueueError
 from opslake.http.identity import KeyNameResolver
 from opslake.http.responses import create_resolver
@@ -150,3 +151,22 @@ def test_a_route_can_say_what_was_asked_instead_of_the_body_even_when_it_fails()
         record = only_record(queue)
         assert record.input_summary == "POST /tool (body withheld)"
         assert "s3cr3t" not in record.model_dump_json()
+
+
+def test_a_secret_in_the_session_header_keeps_sessions_apart_and_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 13: redacted to "[REDACTED]", two agents' sessions were one session in the lake."""
+    counted: list[str] = []
+    monkeypatch.setattr(
+        observe_module.metrics, "add_metric", lambda name, unit, value: counted.extend([name] * int(value))
+    )
+    queue = MemoryQueue()
+    secrets_ = ["ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "ghp_Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"]
+    for secret in [*secrets_, secrets_[0]]:
+        call(make_app(queue), {}, {SESSION_HEADER: f"s-{secret}"})
+    sessions = [QueuedOp.model_validate_json(m).session_id for m in queue.messages]
+    assert sessions[0] != sessions[1] and sessions[0] == sessions[2]
+    assert all(s is not None and s.startswith("redacted-") for s in sessions)
+    assert not any(secret in m for secret in secrets_ for m in queue.messages)
+    assert counted.count("IdsRedacted") == 3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import string
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +14,8 @@ from opslake.ingest.redact import (
     is_secret_key,
     redact,
     redact_attribute,
+    redact_identifier,
+    redacted_identifier,
     rule_names,
 )
 from opslake.models import OpInput
@@ -207,8 +211,13 @@ def test_ids_and_labels_are_redacted_and_stay_valid_ids() -> None:
         attributes={secret: 1, f"k-{secret}": 2, "REDACTED": 3},
     ).to_queued(reporter_id="r", received_at=datetime(2026, 1, 1, tzinfo=UTC))
     assert secret not in queued.to_message()
-    assert queued.agent_id == f"bot-{REDACTED}" and queued.endpoint == f"/v1/{REDACTED}/charge"
-    assert queued.trace_id == REDACTED and queued.task_class == f"pay {REDACTED}"
+    # labels keep the marker in place (they name kinds of things: one group either way) ...
+    assert queued.endpoint == f"/v1/{REDACTED}/charge" and queued.error_type == f"auth_{REDACTED}"
+    assert queued.task_class == f"pay {REDACTED}"
+    # ... identifying ids become a digest of the whole id (issue 13: "[REDACTED]" merged distinct ones)
+    assert queued.agent_id == redacted_identifier(f"bot-{secret}")
+    assert queued.session_id == redacted_identifier(f"s-{secret}")
+    assert queued.trace_id == redacted_identifier(secret)
     # attribute keys may not hold brackets: the marker is REDACTED, numbered when keys collide
     assert queued.attributes == {"REDACTED.2": "1", f"k-{LABEL_REDACTED}": "2", "REDACTED": "3"}
     type(queued).model_validate_json(queued.to_message())  # still a valid record
@@ -219,3 +228,46 @@ def test_an_id_that_grows_when_redacted_is_cut_to_the_id_limit() -> None:
         reporter_id="r", received_at=datetime(2026, 1, 1, tzinfo=UTC)
     )
     assert len(queued.agent_id) <= MAX_ID_CHARS and "x1" not in queued.agent_id.replace("password", "")
+
+
+# issue 13: op ids like "c1-<32 hex>" were taken whole by the entropy layer about once in 2,700, so
+# ops of one key shared the op id "[REDACTED]" and the (reporter_id, op_id) dedupe kept one of them.
+# The entropy rule still takes them (a prefix and hex is also the shape of Mailgun's, Lob's and
+# Plaid's keys), but as identifiers they stay apart.
+PREFIXED_HEX_IDS = [  # each of these was "[REDACTED]" as an op id
+    "c1-92c54f3af1c4c6832bf0a75891de6ed7",
+    "c1-5b71f8c393092abe7d5fb4e2afc66d82",
+    "c1-0f70456a94f25aa271869bdbed775ec3",
+]
+
+
+def test_ids_the_entropy_rule_takes_stay_distinct_as_identifiers() -> None:
+    assert {redact(i) for i in PREFIXED_HEX_IDS} == {REDACTED}
+    stored = [redact_identifier(i) for i in PREFIXED_HEX_IDS]
+    assert len(set(stored)) == len(stored) and all(s.startswith("redacted-") for s in stored)
+
+
+def test_the_stored_form_of_a_redacted_identifier_is_left_as_it_is() -> None:
+    """A client may resend an op under the id the answer listed: it must come back unchanged (the
+    entropy rule took about 1 in 8 of these forms before opslake's own id shape was exempted)."""
+    rng = random.Random(13)
+    stored = [f"redacted-{rng.getrandbits(128):032x}" for _ in range(3_000)]
+    assert [s for s in stored if redact(s) != s or redact_identifier(s) != s] == []
+
+
+def test_a_redacted_identifier_is_a_marked_digest_distinct_and_stable() -> None:
+    secrets_ = [f"sk_live_{rng_token(i)}" for i in range(50)] + ["V1StGXR8_Z5jdHi6B-myTq9k"]
+    stored = [redact_identifier(f"run-{s}") for s in secrets_]
+    assert len(set(stored)) == len(stored)  # distinct ids stay distinct
+    assert stored == [redact_identifier(f"run-{s}") for s in secrets_]  # a retry keeps its id
+    for original, value in zip(secrets_, stored, strict=True):
+        assert value == redacted_identifier(f"run-{original}")
+        assert value.startswith("redacted-") and len(value) == len("redacted-") + 32
+        assert original not in value
+        assert redact_identifier(value) == value  # resent as stored: the same id again
+    assert redact_identifier("op-1") == "op-1"
+
+
+def rng_token(seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(24))

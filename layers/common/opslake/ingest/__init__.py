@@ -12,7 +12,14 @@ from opslake._lazy import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "events": ("MAX_OPS_PER_REQUEST", "MAX_REQUEST_BYTES", "IngestResult", "RejectedOp", "ingest"),
+        "events": (
+            "MAX_OPS_PER_REQUEST",
+            "MAX_REQUEST_BYTES",
+            "IngestResult",
+            "RedactedIds",
+            "RejectedOp",
+            "ingest",
+        ),
         "observe": (
             "SESSION_HEADER",
             "TASK_CLASS_HEADER",
@@ -24,12 +31,15 @@ __all__, __getattr__ = lazy_exports(
             "summarize_request",
         ),
         "redact": (
+            "IDENTITY_FIELDS",
             "LABEL_REDACTED",
             "REDACTED",
             "is_secret_key",
             "redact",
             "redact_attribute",
+            "redact_identifier",
             "redact_label",
+            "redacted_identifier",
         ),
     },
 )

@@ -3,7 +3,9 @@
 Persist first, then acknowledge: a 202 lists only op ids SQS has accepted; if the queue fails,
 the caller gets a 503 with Retry-After and no op is listed as accepted. A client-supplied
 ``op_id`` is an idempotency key per API key, so a client that retries after a 503 cannot create
-duplicates in the lake (compaction dedupes on (``reporter_id``, ``op_id``)).
+duplicates in the lake (compaction dedupes on (``reporter_id``, ``op_id``)). An op whose ids held
+a secret is stored under redacted ids; the answer's ``redacted_ids`` says which (``accepted`` lists
+the op ids as stored), so a client can tell a rename from a loss.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from opslake.errors import (
     UndecodableBodyError,
 )
 from opslake.http.bodies import check_json_depth
-from opslake.models.ops import OpInput, QueuedOp
+from opslake.models.ops import ID_FIELDS, OpInput, QueuedOp
 from opslake.models.validation import describe_problems, field_errors
 from opslake.queue import OpsQueue
 
@@ -39,9 +41,25 @@ class RejectedOp(BaseModel):
     errors: list[dict[str, str]]
 
 
+class RedactedIds(BaseModel):
+    """An accepted op whose ``fields`` (ids or labels) held a secret and are stored redacted."""
+
+    index: int
+    fields: list[str]
+
+
 class IngestResult(BaseModel):
     accepted: list[str]
     rejected: list[RejectedOp]
+    redacted_ids: list[RedactedIds] = []
+
+
+def redacted_fields(raw: Any, op: QueuedOp) -> list[str]:
+    """The id and label fields the client sent that redaction changed (what was sent is compared
+    with what is stored; defaults such as a missing ``op_id`` are not the client's)."""
+    if not isinstance(raw, dict):
+        return []
+    return [name for name in ID_FIELDS if isinstance(raw.get(name), str) and raw[name] != getattr(op, name)]
 
 
 def parse_ops(body: str | bytes | None) -> list[Any]:
@@ -116,11 +134,17 @@ def ingest(
     """Validate, enqueue, and say what happened to each op."""
     accepted: list[QueuedOp] = []
     rejected: list[RejectedOp] = []
+    redacted: list[RedactedIds] = []
     for index, raw in enumerate(parse_ops(body)):
         try:
-            accepted.append(validate_op(raw, reporter_id=reporter_id, received_at=received_at))
+            op = validate_op(raw, reporter_id=reporter_id, received_at=received_at)
         except (ValidationError, ValueError) as exc:
             rejected.append(_rejection(index, exc))
+            continue
+        accepted.append(op)
+        fields = redacted_fields(raw, op)
+        if fields:
+            redacted.append(RedactedIds(index=index, fields=fields))
     if not accepted:
         raise InvalidOpsError(
             f"no op was accepted: {len(rejected)} invalid",
@@ -134,4 +158,4 @@ def ingest(
             retry_after_s=retry_after_s,
             detail={"accepted": [], "rejected": [r.model_dump() for r in rejected]},
         ) from exc
-    return IngestResult(accepted=[op.op_id for op in accepted], rejected=rejected)
+    return IngestResult(accepted=[op.op_id for op in accepted], rejected=rejected, redacted_ids=redacted)

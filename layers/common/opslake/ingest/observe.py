@@ -195,6 +195,10 @@ class Observer:
             error_code=error_code,
             error_message=error_message,
         )
+        sent = {"session_id": headers.get(SESSION_HEADER), "trace_id": headers.get(TRACE_HEADER)}
+        if any(value and getattr(record, name) not in (None, value) for name, value in sent.items()):
+            # a secret in the agent's session or trace header: stored as "redacted-<digest>"
+            metrics.add_metric(name="IdsRedacted", unit=MetricUnit.Count, value=1)
         try:
             self._queue_factory().send([record.to_message()])
         except Exception as exc:

@@ -20,16 +20,19 @@ scanned is capped at :data:`MAX_SCAN_CHARS`):
   or :data:`DECODED_ALLOWANCE` more than the text's length, each decoded text counting at least
   :data:`MIN_DECODED_CHARGE`, a token that decodes to text is replaced unchecked);
 * **entropy**: a bare token that reads as random (mixed classes, high Shannon entropy) and not as
-  an id opslake itself uses (ULID, UUID, hex digests, trace ids).
+  an id opslake itself uses (ULID, UUID, hex digests, trace ids, its own ``redacted-<32 hex>``).
 
 :func:`redact` handles free text; :func:`redact_attribute` a value under a key (the whole value
-when the key is secret-named); :func:`redact_label` ids and attribute keys, whose replacement
-must stay a valid id.
+when the key is secret-named); :func:`redact_label` labels and attribute keys, whose replacement
+must stay a valid id; :func:`redact_identifier` ids that tell ops, sessions, traces, agents or
+signatures apart (:data:`IDENTITY_FIELDS`): one with a secret in it becomes ``redacted-`` and 32
+hex characters of its SHA-256, so distinct ids stay distinct and a retry keeps its id.
 """
 
 from __future__ import annotations
 
 import binascii
+import hashlib
 import math
 import re
 from bisect import bisect_right
@@ -57,6 +60,15 @@ SHORT_TEXT_CHARS = 16
 _SHORT_GATE = re.compile(r"(?i)bearer|basic|://|-u|%|xox|xapp|ey")
 MIN_DECODED_CHARGE = 64  # the least a decoded text costs of that budget (each check has a fixed cost)
 MAX_DEPTH = 2  # base64 inside URL-encoding (or the reverse), no further
+# Ids the lake tells things apart by: op_id is the idempotency key ((reporter_id, op_id) dedupes in
+# the writer, compaction and the analyzer), session_id and trace_id group ops, agent_id is counted,
+# sig_hash names a failure signature. "[REDACTED]" in place of a secret would merge distinct ones,
+# so a redacted one becomes REDACTED_ID_PREFIX + a digest of the whole original instead. Labels
+# (endpoint, source, error_type, event_kind, task_class) keep "[REDACTED]" in place: they name
+# kinds of things, and ops whose label differs only by a secret belong to one group.
+IDENTITY_FIELDS = frozenset({"op_id", "session_id", "trace_id", "agent_id", "sig_hash"})
+REDACTED_ID_PREFIX = "redacted-"
+REDACTED_ID_HEX_CHARS = 32  # 128 bits: no two ids of a reporter collide in practice
 
 # ---- secret names --------------------------------------------------------------------------
 # A key is split into lowercase parts (snake, kebab, dotted, camelCase); a term is a part or two
@@ -197,6 +209,9 @@ _BARE_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+/])[A-Za-z0-9_\-+/]{20,512}(?![A-Za
 _HEX_OR_UUID = re.compile(r"(?i)[0-9a-f]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 _UUID = re.compile(r"(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# The form opslake stores an identifying id that held a secret in (see redact_identifier): one of its
+# own ids, like a ULID, so a client resending it as stored gets it back unchanged.
+_REDACTED_ID = re.compile(re.escape(REDACTED_ID_PREFIX) + f"[0-9a-f]{{{REDACTED_ID_HEX_CHARS}}}")
 _WORDISH = re.compile(r"[A-Za-z][a-z]{2,}")
 _CLASSES = (re.compile(r"[A-Z]"), re.compile(r"[a-z]"), re.compile(r"[0-9]"))
 _PATH_OR_SPACE = re.compile(r"[/\\ ]")
@@ -309,6 +324,8 @@ def _looks_random(token: str) -> bool:
     """A bare token that reads as generated (a key, a password) and not as one of opslake's ids."""
     core = token.rstrip("=")
     if len(core) < 20 or _HEX_OR_UUID.fullmatch(core) or _ULID.fullmatch(core):
+        return False
+    if _REDACTED_ID.fullmatch(core):
         return False
     upper, lower, digits = (len(pattern.findall(core)) for pattern in _CLASSES)
     if upper >= 2 and lower >= 2 and digits >= 2:
@@ -782,3 +799,19 @@ def redact_label(text: str, *, marker: str = REDACTED) -> str:
     the id rule allows; attribute keys use :data:`LABEL_REDACTED`)."""
     cleaned = redact(text)
     return cleaned if marker == REDACTED else cleaned.replace(REDACTED, marker)
+
+
+def redacted_identifier(original: str) -> str:
+    """The stored form of an identifying id that held a secret: deterministic (a retry dedupes),
+    distinct for distinct ids, and clearly marked. A digest of what a rule took for a secret (a
+    provider token, 20+ random-looking characters) cannot be inverted or guessed; see the README
+    for the one weak case (a short password inside an id, which a dictionary could confirm)."""
+    digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()
+    return REDACTED_ID_PREFIX + digest[:REDACTED_ID_HEX_CHARS]
+
+
+@lru_cache(maxsize=4096)  # op ids are mostly distinct, but retries and session/trace/agent ids repeat
+def redact_identifier(text: str) -> str:
+    """An identifying id (:data:`IDENTITY_FIELDS`): as it is, or :func:`redacted_identifier` of it
+    when it holds a secret, never ``[REDACTED]`` (two ops would share one id and one be dropped)."""
+    return text if redact_label(text) == text else redacted_identifier(text)

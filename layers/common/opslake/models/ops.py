@@ -28,7 +28,14 @@ from pydantic import (
     model_validator,
 )
 
-from opslake.ingest.redact import LABEL_REDACTED, redact, redact_attribute, redact_label
+from opslake.ingest.redact import (
+    IDENTITY_FIELDS,
+    LABEL_REDACTED,
+    redact,
+    redact_attribute,
+    redact_identifier,
+    redact_label,
+)
 from opslake.models.ids import new_ulid
 
 # ---- limits (documented in the README; tests assert each one) -------------------------------
@@ -53,7 +60,8 @@ RESERVED_EVENT_KINDS = frozenset({"log"})
 RESERVED_SOURCES = frozenset({"llm"})
 SERVER_CONTEXT = {"server": True}  # validation context of records the server itself builds
 # Ids and labels redacted on ingest (a secret inside is replaced by "[REDACTED]", which the id
-# rule allows; reporter_id is the server's own).
+# rule allows; an id of IDENTITY_FIELDS becomes "redacted-<32 hex>" instead, so that distinct ids
+# stay distinct; reporter_id is the server's own).
 ID_FIELDS = (
     "op_id", "endpoint", "source", "agent_id", "session_id", "trace_id", "error_type", "sig_hash",
     "event_kind", "task_class",
@@ -102,9 +110,10 @@ def redact_truncate(text: str, limit: int) -> tuple[str, bool]:
     return cleaned, cut or len(head) < len(text)
 
 
-def redact_id(value: str) -> str:
-    """An id or label with its secret parts replaced; still a valid :data:`Id`."""
-    cleaned = redact_label(value)
+def redact_id(value: str, *, identity: bool = False) -> str:
+    """An id or label with its secret parts replaced; still a valid :data:`Id`. An identifying id
+    (``identity``) is replaced whole by a digest of it, never merged with another."""
+    cleaned = redact_identifier(value) if identity else redact_label(value)
     if cleaned == value:
         return value
     return cleaned[:MAX_ID_CHARS].rstrip() or LABEL_REDACTED
@@ -289,7 +298,10 @@ class OpInput(_OpCore):
         queued = QueuedOp(
             **self.model_dump(exclude={"ts", "attributes", *ID_FIELDS, *TEXT_LIMITS}),
             **texts,
-            **{name: None if value is None else redact_id(value) for name, value in ids.items()},
+            **{
+                name: None if value is None else redact_id(value, identity=name in IDENTITY_FIELDS)
+                for name, value in ids.items()
+            },
             ts=ts,
             reporter_id=reporter_id,
             attributes=attributes,
