@@ -23,7 +23,7 @@ from opslake.config import load_settings
 from opslake.lake.catalog import GlueCatalog
 from opslake.lake.compaction import CRASH_POINTS, CompactionOptions, Compactor, Journal
 from opslake.lake.layout import ops_object_key
-from opslake.lake.parquet import ops_table, to_parquet_bytes
+from opslake.lake.parquet import ROW_GROUP_ROWS, ops_table, to_parquet_bytes
 from opslake.models.ops import QueuedOp
 from opslake.query.embedded import EmbeddedEngine
 
@@ -33,6 +33,7 @@ HOUR = datetime(2026, 3, 1, 5, tzinfo=UTC)
 DT, HH = "2026-03-01", "05"
 NOW = HOUR + timedelta(hours=4, minutes=1)  # the hour ended 3 h 1 min ago
 LEASE_S, GRACE_S = 1800.0, 3600.0
+HOUR_MS = int(HOUR.timestamp() * 1000)
 
 
 class Crash(BaseException):
@@ -482,3 +483,23 @@ def test_from_settings_reads_the_compaction_block(aws: Aws) -> None:
     assert built.options.min_age_hours == 5 and built.options.max_partitions == 2
     assert built.options.grace_s == 3600 and built.options.target_file_bytes == 128 * 1024 * 1024
     assert (built.bucket, built.database, built.table) == (BUCKET, DATABASE, "ops")
+
+
+def test_compacted_files_have_bounded_row_groups(aws: Aws) -> None:
+    # one source holding more rows than a row group may (written as pyarrow would by default: one group)
+    rows = ROW_GROUP_ROWS + 1000
+    table = ops_table(
+        [make_op(f"big-{i:06d}", i)[0] for i in range(rows)], [HOUR_MS + i for i in range(rows)]
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    dt, hh = HOUR.strftime("%Y-%m-%d"), HOUR.strftime("%H")
+    aws.s3.put_object(
+        Bucket=BUCKET, Key=ops_object_key("ops/", dt, hh, ["big"]), Body=sink.getvalue().to_pybytes()
+    )
+    put_file(aws, [make_op("small-1", 1)], "small")
+    assert len(compactor(aws, Clock()).run().compacted) == 1
+    (key,) = aws.keys("ops-compacted/")
+    metadata = pq.ParquetFile(io.BytesIO(aws.read(key))).metadata
+    assert metadata.num_rows == rows + 1
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [ROW_GROUP_ROWS, 1001]

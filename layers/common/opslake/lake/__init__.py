@@ -17,7 +17,7 @@ __all__, __getattr__ = lazy_exports(
     {
         "layout": ("PARTITION_KEYS", "ops_object_key", "partition_prefix", "partition_values", "s3_uri"),
         "schema": ("OPS_SCHEMA", "arrow_type", "glue_columns", "glue_type"),
-        "parquet": ("ops_table", "to_parquet_bytes"),
+        "parquet": ("ROW_GROUP_ROWS", "ops_table", "to_parquet_bytes"),
         "opkey": ("OP_KEY", "first_of_each_key"),
         "writer": ("LakeWriter", "QueueMessage", "WriteReport"),
         "catalog": ("Catalog", "GlueCatalog"),

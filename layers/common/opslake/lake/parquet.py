@@ -13,6 +13,15 @@ from opslake.models.ops import QueuedOp
 
 COMPRESSION = "zstd"
 
+#: Most rows in one Parquet row group of an ops file (the writer's and compaction's). Readers decode a
+#: row group whole (Arrow's Parquet reader, so the embedded engine inside a 1 GB Lambda), so its size is
+#: the unit of a scan's memory; pyarrow's own bound (1,048,576 rows) would let a 128 MiB compacted hour
+#: hold one or two groups of hundreds of MB decoded. 131,072 rows is pyarrow's scan batch (one group,
+#: one batch) and close to DuckDB's own 122,880; Athena splits and prunes by row group too, and files
+#: sorted by ``ingested_at`` (compaction's order) get a time range per group to skip by. The cost is a
+#: footer entry and a dictionary per column per group: a few bytes per row.
+ROW_GROUP_ROWS = 131_072
+
 
 def ops_table(ops: Sequence[QueuedOp], ingested_ms: Sequence[int]) -> pa.Table:
     """An Arrow table in :data:`OPS_SCHEMA` from queued ops and their ingestion times (epoch ms).
@@ -34,6 +43,8 @@ def ops_table(ops: Sequence[QueuedOp], ingested_ms: Sequence[int]) -> pa.Table:
 
 
 def to_parquet_bytes(table: pa.Table) -> bytes:
+    """``table`` as a Parquet file the way the lake writes one (zstd, row groups of at most
+    :data:`ROW_GROUP_ROWS` rows)."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression=COMPRESSION)
+    pq.write_table(table, sink, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
     return bytes(sink.getvalue().to_pybytes())

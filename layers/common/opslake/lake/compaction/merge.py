@@ -17,7 +17,7 @@ from opslake.errors import CompactionError
 from opslake.lake.compaction.planner import SourceFile, SourcesChanged
 from opslake.lake.conditional import CONFLICT_CODES, MISSING_CODES, error_code
 from opslake.lake.opkey import OP_KEY, first_of_each_key
-from opslake.lake.parquet import COMPRESSION
+from opslake.lake.parquet import to_parquet_bytes
 from opslake.lake.schema import OPS_SCHEMA
 
 _FETCH_THREADS = 16
@@ -90,9 +90,7 @@ def write_generation(
     outputs = []
     for index in range(n_files):
         chunk = kept.slice(index * per_file, per_file)
-        sink = pa.BufferOutputStream()
-        pq.write_table(chunk, sink, compression=COMPRESSION)
-        data = sink.getvalue().to_pybytes()
+        data = to_parquet_bytes(chunk)  # the lake's file format: zstd, bounded row groups
         key = prefix + f"part-{index:05d}.parquet"
         s3.put_object(
             Bucket=bucket,
