@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import duckdb
+import pyarrow.dataset as ds
 import pytest
 
 from opslake.config import load_settings
@@ -18,6 +19,7 @@ from opslake.lake.catalog import GlueCatalog
 from opslake.lake.layout import ops_object_key, partition_of_millis
 from opslake.lake.parquet import ops_table, to_parquet_bytes
 from opslake.models.ops import QueuedOp
+from opslake.query import embedded
 from opslake.query.base import QueryFailedError, QueryTimeoutError, UnsupportedSqlError
 from opslake.query.embedded import MAX_SEQUENCE_ENTRIES, EmbeddedEngine
 from opslake_local.stack import QUIET_ENV, LocalStack
@@ -298,3 +300,41 @@ def test_the_settings_reach_the_engine() -> None:
     assert (engine.memory_limit_mb, engine.threads) == (512, 3)
     defaults = load_settings({})
     assert (defaults.embedded_memory_limit_mb, defaults.embedded_threads) == (1024, 2)
+
+
+def test_scans_read_ahead_within_bounds_and_keep_projection(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB asks the registered dataset for its scanner; pyarrow's defaults would decode 4 files and 16
+    batches ahead (memory growing with the lake's file size). The engine's scanner gets the bounds,
+    read ahead by file size, and keeps DuckDB's projection pushdown."""
+    seen: list[dict[str, object]] = []
+
+    class Recording(ds.FileSystemDataset):
+        def scanner(self, *args: object, **kwargs: object) -> ds.Scanner:
+            seen.append(kwargs)
+            return super().scanner(*args, **kwargs)
+
+    class Spied(embedded._BoundedScanDataset, Recording):
+        pass
+
+    monkeypatch.setattr(embedded, "_BoundedScanDataset", Spied)
+    query = "SELECT endpoint, count(*) FROM ops GROUP BY endpoint"
+    expected = sorted(Counter(o.op.endpoint for o in lake.ops).items())
+    assert sorted(lake.engine.run(query).rows) == expected
+    (small,) = seen
+    assert small["columns"] == ["endpoint"]
+    # the lake's files are kilobytes: as many files ahead as pyarrow would, one batch within a file
+    assert (small["fragment_readahead"], small["batch_readahead"]) == (embedded.MAX_FRAGMENT_READAHEAD, 1)
+    monkeypatch.setattr(embedded, "SCAN_READAHEAD_BYTES", 1)  # every file now counts as large
+    assert sorted(lake.engine.run(query).rows) == expected
+    assert (seen[1]["fragment_readahead"], seen[1]["batch_readahead"]) == (1, 1)
+
+
+def test_files_read_ahead_shrink_as_files_grow() -> None:
+    mib = 1024 * 1024
+    assert embedded.fragment_readahead([]) == embedded.MAX_FRAGMENT_READAHEAD
+    assert embedded.fragment_readahead([40_000, 700_000]) == 4
+    assert embedded.fragment_readahead([2 * mib, 10]) == 2
+    assert embedded.fragment_readahead([5 * mib]) == 1
+    assert embedded.fragment_readahead([128 * mib]) == 1
