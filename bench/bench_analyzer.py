@@ -2,10 +2,11 @@
 
 Builds the lake once per size with Arrow (failures from bench/planted.py's 40 modes, successes
 generated column-wise) and caches its Parquet files under ``--cache`` (one file per hour, 24
-partitions), loads them into the local stack (moto server, in this process), and runs the real
-Analyzer on the embedded engine in a separate process per checkout (``--code``, repeatable: an
-older checkout runs side by side on the same lake), with a fake OpenAI-compatible model on
-loopback answering every call. Per size and checkout it prints the wall time of the first run
+partitions, written by the lake's own ``to_parquet_bytes`` as compaction writes an hour: zstd,
+row groups of ``ROW_GROUP_ROWS``), loads them into the local stack (moto server, in this
+process), and runs the real Analyzer on the embedded engine in a separate process per checkout
+(``--code``, repeatable: an older checkout runs side by side on the same lake), with a fake
+OpenAI-compatible model on loopback answering every call. Per size and checkout it prints the wall time of the first run
 (goal ≤ 10 s at 1M), the model calls it made (goal ≤ 40), the analyzer process's peak RSS
 (VmHWM, taken right after the runs: the Lambda's footprint, the stack's memory excluded),
 the signature purity against the planted labels read back from the ``failures`` table (goal ≥
@@ -69,6 +70,7 @@ def build_lake(n_ops: int, folder: Path) -> None:
     import pyarrow.parquet as pq
     from planted import SUCCESS_ENDPOINTS, generate
 
+    from opslake.lake.parquet import to_parquet_bytes
     from opslake.lake.schema import OPS_SCHEMA
 
     rng = np.random.default_rng(7)
@@ -131,8 +133,9 @@ def build_lake(n_ops: int, folder: Path) -> None:
         at = START + timedelta(hours=h)
         part = folder / f"dt={at:%Y-%m-%d}" / f"hour={at:%H}"
         part.mkdir(parents=True, exist_ok=True)
-        pq.write_table(
-            ops.slice(bounds[h], bounds[h + 1] - bounds[h]), part / "bench.parquet", compression="zstd"
+        # as the lake's writer and compaction write a file (zstd, row groups of ROW_GROUP_ROWS)
+        (part / "bench.parquet").write_bytes(
+            to_parquet_bytes(ops.slice(bounds[h], bounds[h + 1] - bounds[h]))
         )
     pq.write_table(
         pa.table({"op_id": failures["op_id"], "mode": pa.array(failed["mode"])}), folder / "labels.parquet"
@@ -140,7 +143,9 @@ def build_lake(n_ops: int, folder: Path) -> None:
 
 
 def lake_files(n_ops: int, cache: Path) -> Path:
-    folder = cache / f"ops-{n_ops}"
+    from opslake.lake.parquet import ROW_GROUP_ROWS
+
+    folder = cache / f"ops-{n_ops}-rg{ROW_GROUP_ROWS}"  # a lake written with other row groups is another lake
     if not (folder / "labels.parquet").exists():
         began = time.perf_counter()
         build_lake(n_ops, folder)

@@ -81,7 +81,8 @@ def write_files(root: Path) -> None:
     """One Parquet file per hour under ``root/ops/dt=…/hour=…/`` plus the file (c) adds later."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+
+    from opslake.lake.parquet import to_parquet_bytes
 
     table = build_table(ROWS + 1000)
     extra, table = table.slice(ROWS), table.slice(0, ROWS)
@@ -97,9 +98,10 @@ def write_files(root: Path) -> None:
         folder = root / "ops" / f"dt={at:%Y-%m-%d}" / f"hour={at:%H}"
         folder.mkdir(parents=True)
         n = counts.get(first + h, 0)
-        pq.write_table(table.slice(offset, n), folder / "part-0.parquet", compression="zstd")
+        # as the lake's writer and compaction write a file
+        (folder / "part-0.parquet").write_bytes(to_parquet_bytes(table.slice(offset, n)))
         offset += n
-    pq.write_table(extra, root / "extra.parquet", compression="zstd")
+    (root / "extra.parquet").write_bytes(to_parquet_bytes(extra))
 
 
 # -- one checkout, one backend (a worker process) ---------------------------------------------
