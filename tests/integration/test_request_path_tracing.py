@@ -141,8 +141,8 @@ def test_first_events_request_is_traced_with_its_sqs_call() -> None:
 
 
 def test_the_tracer_patches_the_libraries_opslake_calls_out_with_and_nothing_else() -> None:
-    """botocore (every AWS call) and httpx where installed (the analyzer's LLM calls, data layer);
-    not patch_all's other libraries, which it would import (sqlite3) or probe."""
+    """botocore (every AWS call), http.client (GET /model's urllib probe) and httpx where installed
+    (the analyzer's LLM calls, data layer); not patch_all's other libraries, which it would import (sqlite3) or probe."""
     probe = (
         "import sys\n"
         "from opslake.observability.tracing import get_tracer\n"
@@ -153,4 +153,79 @@ def test_the_tracer_patches_the_libraries_opslake_calls_out_with_and_nothing_els
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=lambda_env(), check=True
     )
-    assert result.stdout.split() == ["botocore,httpx", "False"]
+    assert result.stdout.split() == ["botocore,httplib,httpx", "False"]
+
+
+MODEL_REQUEST = """
+import http.server, importlib.util, json, os, sys, threading
+
+class Models(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(401)  # an LLM endpoint without a key: up
+        self.end_headers()
+    def log_message(self, *args): pass
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+os.environ["OPSLAKE_LLM_BASE_URL"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+os.environ["OPSLAKE_LLM_MODEL"] = "a-model"
+spec = importlib.util.spec_from_file_location("handler_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+
+from moto import mock_aws
+with mock_aws():
+    import boto3
+    boto3.client("s3").create_bucket(Bucket="lake")
+
+    class Context:
+        function_name = "opslake-test"; function_version = "$LATEST"; memory_limit_in_mb = 256
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:opslake-test"
+        aws_request_id = "00000000-0000-0000-0000-000000000000"
+        @staticmethod
+        def get_remaining_time_in_millis(): return 30_000
+
+    response = module.handler(json.load(open(sys.argv[2])), Context())
+print("RESULT " + json.dumps({"status": response["statusCode"], "reachable": json.loads(response["body"])["reachable"]}))
+"""
+
+
+def test_get_model_probe_of_the_llm_endpoint_is_a_subsegment() -> None:
+    """GET /model's probe goes through urllib (http.client): with ``httplib`` patched it is a
+    ``remote`` subsegment of the handler's, as it was under patch_all."""
+    daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    daemon.bind(("127.0.0.1", 0))
+    try:
+        env = lambda_env(
+            _X_AMZN_TRACE_ID=f"Root={TRACE_ROOT};Parent=53995c3f42cd8ad8;Sampled=1",
+            AWS_XRAY_DAEMON_ADDRESS=f"127.0.0.1:{daemon.getsockname()[1]}",
+            OPSLAKE_RESOLVE_KEY_NAMES="false",
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                MODEL_REQUEST,
+                str(ROOT / "functions/gateway/model.py"),
+                str(ROOT / "events" / "model_get.json"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        documents = xray_documents(daemon)
+    finally:
+        daemon.close()
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert (result["status"], result["reachable"]) == (200, True)
+
+    handler = next(doc for doc in documents if doc["name"] == "## handler")
+    probes = [
+        doc for doc in documents if doc.get("namespace") == "remote" and doc["parent_id"] == handler["id"]
+    ]
+    # the X-Ray SDK records the request's send and its response as two subsegments
+    assert {(doc["name"], doc["http"]["request"]["url"]) for doc in probes} == {
+        ("127.0.0.1", "http://127.0.0.1/v1/models")
+    }
+    assert [doc["http"]["response"]["status"] for doc in probes if "response" in doc["http"]] == [401]

@@ -7,7 +7,9 @@ the tracer on the first invocation, before that invocation's first AWS call, so 
 is still an X-Ray subsegment. In Lambda the SDK takes the sampling decision from the trace header
 Lambda sets (active tracing) and builds no sampling client (outside Lambda it builds a botocore
 client to poll sampling rules: measure cold starts with ``LAMBDA_TASK_ROOT`` set). Only the libraries opslake calls out with
-are patched: botocore (every AWS call) and, where installed (the data layer: the analyzer's LLM
+are patched: botocore (every AWS call), the standard library's http.client (``httplib``: GET
+/model's urllib probe of the LLM endpoint; under a 1 ms, it imports only urllib3's connection module,
+which botocore has loaded already) and, where installed (the data layer: the analyzer's LLM
 calls), httpx; ``patch_all`` would also import sqlite3 and probe a dozen other libraries.
 """
 
@@ -23,7 +25,9 @@ if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
 #: The libraries whose calls become subsegments (the X-Ray SDK's names), each if installed.
-PATCHED_MODULES = ("botocore", "httpx")
+PATCHED_MODULES = ("botocore", "httplib", "httpx")
+#: The module each X-Ray SDK name patches, where the names differ (``httplib`` is http.client).
+_IMPORT_NAMES = {"httplib": "http.client"}
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -34,7 +38,11 @@ def get_tracer() -> Tracer:
     from aws_lambda_powertools import Tracer
 
     # find_spec imports nothing: the request-path functions have no httpx (only the common layer)
-    installed = [name for name in PATCHED_MODULES if importlib.util.find_spec(name) is not None]
+    installed = [
+        name
+        for name in PATCHED_MODULES
+        if importlib.util.find_spec(_IMPORT_NAMES.get(name, name)) is not None
+    ]
     return Tracer(service="opslake", patch_modules=installed)
 
 
