@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from opslake.analysis.diagnoser import Diagnoser
 from opslake.jobs.analyzer import Analyzer
@@ -373,6 +374,65 @@ def test_failures_is_a_view_whose_signatures_are_the_analyzers(jobs_lake: Lake) 
     assert lake.count("SELECT count(*) FROM failures") == 15  # not analyzed yet, already in the view
     second = analyzer(lake, START + timedelta(hours=4)).run()
     assert first.failures_view_written and not second.failures_view_written  # unchanged SQL: no write
+
+
+def test_the_failures_view_counts_a_redelivered_failure_once_and_prunes(jobs_lake: Lake) -> None:
+    """ops is at-least-once until compaction: a failure delivered twice is one row of the view, as
+    the analyzer counts it once; a query on one hour of the view reads that hour's files only, and
+    the view's stored columns match its query (no VIEW_IS_STALE)."""
+    lake = jobs_lake
+    glue = lake.client("glue")
+    with contextlib.suppress(glue.exceptions.EntityNotFoundException):  # made by an earlier test
+        glue.delete_table(DatabaseName=lake.settings.glue_database, Name="failures")
+    first, *rest = failing_ops(4, start=START)
+    write_ops(lake, [first, first, *rest])  # the same SQS message written twice by the writer
+    write_ops(lake, failing_ops(2, start=START + timedelta(hours=2), prefix="later"))
+    report = analyzer(lake, START + timedelta(hours=3), analyzer_initial_lookback_h=4).run()
+    assert report.failures_counted == 6 and report.failures_view_error is None
+    engine = EmbeddedEngine.from_settings(lake.settings)
+    assert engine.run("SELECT count(*) FROM failures").rows == [(6,)]
+    assert engine.run("SELECT count(*) FROM failures WHERE op_id = 'f0000'").rows == [(1,)]
+    one_hour = engine.run("SELECT count(*) FROM failures WHERE dt = '2026-11-21' AND hour = '08'")
+    assert one_hour.rows == [(4,)]
+    assert {Path(f).parent.name for f in one_hour.files_read or []} == {"hour=08"}
+
+
+class NoDeleteGlue:
+    """The Glue client of a role without glue:DeleteTable (the analyzer's, deliberately): the view
+    cannot replace the old ``failures`` table during a CloudFormation upgrade."""
+
+    def __init__(self, glue: Any) -> None:
+        self.glue = glue
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.glue, name)
+
+    def delete_table(self, **kwargs: Any) -> Any:
+        error = {"Code": "AccessDeniedException", "Message": "not authorized to perform glue:DeleteTable"}
+        raise ClientError({"Error": error}, "DeleteTable")
+
+
+def test_a_glue_error_on_the_failures_view_is_reported_and_the_run_goes_on(jobs_lake: Lake) -> None:
+    lake = jobs_lake
+    glue = lake.client("glue")
+    with contextlib.suppress(glue.exceptions.EntityNotFoundException):  # made by an earlier test
+        glue.delete_table(DatabaseName=lake.settings.glue_database, Name="failures")
+    glue.create_table(  # the per-op table of the previous version
+        DatabaseName=lake.settings.glue_database,
+        TableInput={
+            "Name": "failures",
+            "TableType": "EXTERNAL_TABLE",
+            "StorageDescriptor": {"Location": "s3://x/"},
+        },
+    )
+    write_ops(lake, failing_ops(6, start=START))
+    run = analyzer(lake, START + timedelta(hours=1), analyzer_initial_lookback_h=2)
+    run.glue = NoDeleteGlue(glue)
+    report = run.run()
+    assert report.status == "ok" and report.failures_counted == 6 and report.signatures_new == 3
+    assert not report.failures_view_written
+    assert report.failures_view_error is not None and "AccessDeniedException" in report.failures_view_error
+    assert lake.count("SELECT sum(count) FROM signatures") == 6
 
 
 def test_the_engine_returns_rows_per_template_not_per_failure(jobs_lake: Lake) -> None:

@@ -16,7 +16,7 @@ __all__, __getattr__ = lazy_exports(
         "base": ("JobParts", "JobReport", "ScheduledJob", "wire"),
         "trigger": ("Backfill", "JobInputError", "parse_trigger", "scheduled_window"),
         "lease": ("Lease", "LeaseLostError", "RunState", "StateError", "StateStore", "run_with_lease"),
-        "analyzer": ("Analyzer", "AnalyzerRun", "build_analyzer"),
+        "analyzer": ("Analyzer", "AnalyzerRun", "build_analyzer", "ensure_failures_view"),
         "consolidator": (
             "Consolidator",
             "ConsolidatorRun",

@@ -60,7 +60,7 @@ from opslake.models.analysis import (
     SignatureAggregate,
 )
 from opslake.models.window import Window
-from opslake.observability import metrics
+from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine
 from opslake.query.sqltext import sql_string_list, timestamp_literal, window_predicate
 from opslake.queue import OpsQueue
@@ -78,6 +78,7 @@ class AnalyzerRun(JobReport):
     failures_read: int = 0
     failures_counted: int = 0
     failures_view_written: bool = False
+    failures_view_error: str | None = None  # why the view could not be ensured
     signatures_new: int = 0
     signatures_updated: int = 0
     signatures_total: int = 0
@@ -113,12 +114,26 @@ def _analyzed(table: str) -> str:
 
 def failures_view_sql(table: str) -> str:
     """The ``failures`` view: one row per failed op with its signature, computed by the engine with
-    the analyzer's own masking SQL (``dt``/``hour`` passed through, so queries on the view prune)."""
+    the analyzer's own masking SQL. ``ops`` is at-least-once until compaction, so the view groups
+    by (``reporter_id``, ``op_id``, ``dt``, ``hour``) as the analyzer counts (a redelivered copy
+    keeps its ``ingested_at``, hence its partition); ``min`` makes the other columns deterministic.
+    ``dt``/``hour`` stay plain group keys, so queries on the view still prune partitions."""
     template = template_sql("endpoint", "error_type", "error")
     return (
-        f"SELECT op_id, {signature_id_sql(template)} AS signature_id, endpoint, agent_id, error_type, ts,"
-        f" ingested_at, reporter_id, dt, hour {_analyzed(table)}"
+        f"SELECT op_id, min({signature_id_sql(template)}) AS signature_id, min(endpoint) AS endpoint,"
+        " min(agent_id) AS agent_id, min(error_type) AS error_type, min(ts) AS ts,"
+        f" min(ingested_at) AS ingested_at, reporter_id, dt, hour {_analyzed(table)}"
+        " GROUP BY reporter_id, op_id, dt, hour"
     )
+
+
+def ensure_failures_view(glue: Any, database: str, table: str) -> bool:
+    """Create the ``failures`` view over ``database.table``, or update it when its SQL (the
+    masking rules) changed; True when Glue was written. The analyzer calls it every run and the
+    local stack at start: one definition of the view."""
+    from opslake.lake.views import ensure_view
+
+    return ensure_view(glue, database, FAILURES_VIEW, failures_view_sql(table), FAILURES_VIEW_COLUMNS)
 
 
 def _witness_sql(trust: ReporterTrust, reporter: str = "reporter_id", agent: str = "agent_id") -> str:
@@ -328,14 +343,21 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
 
     # -- steps ---------------------------------------------------------------------------------
     def _ensure_failures_view(self, report: AnalyzerRun) -> None:
-        """Create the ``failures`` view, or update it when its SQL (the masking rules) changed."""
+        """Create the ``failures`` view, or update it when its SQL (the masking rules) changed. A
+        Glue error here (e.g. AccessDenied deleting the old non-view ``failures`` table: the role
+        has no glue:DeleteTable) is reported, not raised: the signatures do not depend on it."""
         if self.glue is None:
             return
-        from opslake.lake.views import ensure_view
-
-        sql = failures_view_sql(self.table)
-        if ensure_view(self.glue, self.settings.glue_database, FAILURES_VIEW, sql, FAILURES_VIEW_COLUMNS):
-            report.failures_view_written = True
+        try:
+            report.failures_view_written = ensure_failures_view(
+                self.glue, self.settings.glue_database, self.table
+            )
+        except Exception as exc:  # botocore's ClientError and anything a Glue call raises
+            report.failures_view_error = f"{type(exc).__name__}: {exc}"[:500]
+            logger.warning(
+                "failures view not created or updated; the run goes on", error=report.failures_view_error
+            )
+            metrics.add_metric(name="FailuresViewErrors", unit="Count", value=1)
 
     def _remember_samples(
         self, samples: dict[str, list[dict[str, Any]]], window: Window, report: AnalyzerRun
