@@ -35,6 +35,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -52,6 +53,8 @@ DEFAULT_CHECKPOINT_S = 5.0
 #: How long a periodic checkpoint waits for running invocations to finish before it tries again
 #: later (an analyzer run can take minutes). New requests never wait for it: see :class:`QuiesceGate`.
 QUIESCE_WAIT_S = 2.0
+
+log = logging.getLogger(__name__)
 
 
 class PersistenceError(RuntimeError):
@@ -221,6 +224,9 @@ class Restored:
 
     objects: int = 0
     partitions: int = 0
+    #: saved partitions of tables the template no longer declares as tables (e.g. the old
+    #: ``failures`` table, now a view): not restored
+    partitions_skipped: int = 0
     messages: int = 0
     keys: list[dict[str, Any]] = field(default_factory=list)
     saved_at: str | None = None
@@ -416,16 +422,38 @@ class LocalData:
         self._known = known
         self._collect_garbage({o["blob"] for o in manifest["objects"]})
         restored.objects = len(manifest["objects"])
-        restored.partitions = self._restore_partitions(clients("glue"), manifest["partitions"])
+        restored.partitions, restored.partitions_skipped = self._restore_partitions(
+            clients("glue"), manifest["partitions"]
+        )
         restored.messages = self._restore_messages(clients("sqs"), manifest["queues"], queues, region)
         return restored
 
     @staticmethod
-    def _restore_partitions(glue: Any, partitions: list[dict[str, Any]]) -> int:
+    def _restore_partitions(glue: Any, partitions: list[dict[str, Any]]) -> tuple[int, int]:
+        """Register the saved partitions again; (restored, skipped). A partition of a table the
+        fresh stack does not have, or has as a view (a data dir saved by an older version, whose
+        ``failures`` table is now a view), is skipped with a warning: its objects are restored."""
         by_table: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for p in partitions:
             by_table.setdefault((p["database"], p["table"]), []).append(p)
+        restored = skipped = 0
         for (database, table), items in by_table.items():
+            try:
+                found = glue.get_table(DatabaseName=database, Name=table)["Table"]
+                why = "a view, not a table," if found.get("TableType") == "VIRTUAL_VIEW" else ""
+            except glue.exceptions.EntityNotFoundException:
+                why = "no such table"
+            if why:
+                log.warning(
+                    "skipping %d saved partition(s) of %s.%s: %s in the template",
+                    len(items),
+                    database,
+                    table,
+                    why,
+                )
+                skipped += len(items)
+                continue
+            restored += len(items)
             for start in range(0, len(items), 100):  # BatchCreatePartition takes up to 100
                 chunk = items[start : start + 100]
                 answer = glue.batch_create_partition(
@@ -455,7 +483,7 @@ class LocalData:
                             "Parameters": saved["parameters"],
                         },
                     )
-        return len(partitions)
+        return restored, skipped
 
     @staticmethod
     def _restore_messages(

@@ -219,6 +219,7 @@ class LocalStack:
             load_dataset(self.client("s3"), self.bucket)  # the sample tables the gateway tools read
             if self._data is not None:
                 self.restored = self._data.restore(self.client, queues=self._queue_urls(), region=self.region)
+            self._provision_views()
         except BaseException:
             self.stop(checkpoint=False)
             raise
@@ -456,6 +457,17 @@ class LocalStack:
             glue.create_database(DatabaseInput=database_input)
         for database, table_input in self.template.glue_tables().values():
             glue.create_table(DatabaseName=database, TableInput=table_input)
+
+    def _provision_views(self) -> None:
+        """The ``failures`` view over ``ops``, with the analyzer's own function (one definition):
+        queryable from the start, not only after the first analyzer run (the analyzer updates it
+        when the masking rules change). Skipped when the template has no Glue database for it."""
+        settings = import_cold("opslake.config", self.env_overrides).load_settings()
+        databases = {str(d["Name"]) for d in self.template.glue_databases().values()}
+        if settings.glue_database not in databases or not settings.ops_table:
+            return
+        analyzer = import_cold("opslake.jobs.analyzer", self.env_overrides)
+        analyzer.ensure_failures_view(self.client("glue"), settings.glue_database, settings.ops_table)
 
     def _provision_athena(self) -> None:
         """Athena workgroups (moto keeps the configuration; the local engine does the querying)."""

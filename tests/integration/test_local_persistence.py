@@ -150,6 +150,49 @@ def test_a_restart_keeps_the_lake_the_queue_and_the_keys(tmp_path: Path) -> None
         }
 
 
+def test_a_data_dir_with_the_old_failures_table_starts_and_failures_is_a_view(tmp_path: Path) -> None:
+    """issue 13: ``failures`` is no longer a table but a view: a data dir checkpointed before that
+    holds partitions of the old table. They are skipped (counted), the stack starts, and the view
+    is there from the start, before any analyzer run."""
+    database = next(
+        str(d["Name"]) for d in LocalStack(env_overrides=QUIET_ENV).template.glue_databases().values()
+    )
+    (tmp_path / "blobs").mkdir()
+    old_partition = {
+        "database": database,
+        "table": "failures",
+        "values": ["2026-11-20", "10"],
+        "storage": {"Location": "s3://x/derived/failures/dt=2026-11-20/hour=10/"},
+        "parameters": {},
+    }
+    manifest = {
+        "version": 1,
+        "saved_at": "2026-11-20T10:00:00+00:00",
+        "objects": [],
+        "keys": [],
+        "queues": {},
+        "partitions": [old_partition],
+    }
+    (tmp_path / MANIFEST).write_text(json.dumps(manifest))
+    with running(tmp_path) as (stack, client, drainer):
+        assert stack.restored is not None
+        assert (stack.restored.partitions, stack.restored.partitions_skipped) == (0, 1)
+        table = stack.client("glue").get_table(DatabaseName=database, Name="failures")["Table"]
+        assert table["TableType"] == "VIRTUAL_VIEW"
+        key = stack.api_key.value if stack.api_key else ""
+        failed = {
+            "op_id": "failed-1",
+            "endpoint": "tool:query_db",
+            "success": False,
+            "duration_ms": 3,
+            "error": "boom 12",
+        }
+        assert client.post("/events", json=failed, headers={"x-api-key": key}).status_code == 202
+        assert drainer.drain().written == 1
+        engine = EmbeddedEngine.from_settings(load_settings())
+        assert engine.run("SELECT op_id FROM failures").rows == [("failed-1",)]
+
+
 def test_a_crash_keeps_the_last_checkpoint_and_a_torn_one_changes_nothing(tmp_path: Path) -> None:
     with running(tmp_path, crash=True) as (stack, client, drainer):
         key = stack.create_api_key("runtime-d")
