@@ -216,3 +216,27 @@ def test_the_failures_view_gives_each_failure_the_python_signature() -> None:
         "dt",
         "hour",
     }
+
+
+def test_an_endpoint_that_masking_lengthens_past_an_id_is_cut_and_counted() -> None:
+    """A valid 200-character endpoint of numeric segments ("/1" * 100) masks to 500 characters,
+    beyond SignatureAggregate.endpoint (an Id): that one op failed the whole analyzer run, so the
+    watermark never advanced. The engine and the Python mirror cut it alike (198 and " …")."""
+    trust = ReporterTrust()
+    endpoints = ["/1" * 100, "/a " + "/1" * 97 + "/x", "/ab/" + "x" * 190 + "/12", "/" + "1/" * 99 + "é"]
+    assert all(len(e) <= 200 for e in endpoints)
+    rows = [
+        {**r, "endpoint": endpoints[i % len(endpoints)], "success": False}
+        for i, r in enumerate(ops_rows(40, seed=4))
+        if not r["reporter_id"].startswith("opslake-")
+    ]
+    python, engine = python_signatures(rows, trust), engine_signatures(rows, trust)  # validates every row
+    assert set(engine) == set(python)
+    assert sum(s.count for s in engine.values()) == sum(s.count for s in python.values()) > 0
+    for sid, want in python.items():
+        assert (engine[sid].endpoint, engine[sid].template) == (want.endpoint, want.template)
+        assert len(want.endpoint) <= 200
+    cut = {s.endpoint for s in engine.values() if s.endpoint.endswith(" …")}
+    assert "/{id}" * 39 + "/{i …" in cut and len(cut) >= 2
+    found = run(rows, failures_view_sql("ops"))
+    assert {r["signature_id"] for r in found} == set(python)

@@ -33,6 +33,8 @@ from opslake.analysis.masking import (
     variant_of,
     variant_sql,
 )
+from opslake.models.analysis import MAX_TEMPLATE_CHARS
+from opslake.models.ops import MAX_ID_CHARS
 from opslake.query.dialect import to_duckdb
 
 pytestmark = pytest.mark.unit
@@ -138,6 +140,10 @@ def test_the_texts_of_other_tests_get_the_same_normalization_in_duckdb() -> None
         "//9",
         "/é1/ünï9ab",
         "runtime:llm",
+        "/1" * 100,  # masks to 500 characters: cut to 200
+        "/a " + "/1" * 97 + "/x",
+        "/ab/" + "x" * 190 + "/12",
+        "/" + "1/" * 99 + "é",
     ],
 )
 def test_endpoints_get_the_same_masking_in_duckdb(endpoint: str) -> None:
@@ -145,7 +151,12 @@ def test_endpoints_get_the_same_masking_in_duckdb(endpoint: str) -> None:
 
 
 _ALPHABET = st.sampled_from(
-    [*"0123456789abcdefxyzABCDEFXYZ _-./:;,'\"`@<>()[]{}%+=~\\\n\t\r", "µ", "é", "中", "٣", "\u2028", "…"]
+    [
+        *"0123456789abcdefxyzABCDEFXYZ _-./:;,'\"`@<>()[]{}%+=~\\\n\t\r",
+        *("µ", "é", "中", "٣", "\u2028", "…"),
+        # what RE2 may fold onto ASCII unit letters (KELVIN SIGN ~ k, LONG S ~ s) or µ (after a digit: _TOKENS)
+        *("\u212a", "\u017f", "\u03bc", "\u039c"),
+    ]
 )
 _TOKENS = st.sampled_from(
     [
@@ -175,6 +186,10 @@ _TOKENS = st.sampled_from(
         "1e-5",
         "٣٤",
         "Kelvin \u212a",
+        "300\u212a",
+        "5\u017f",
+        "12\u212ab",
+        "3m\u017f",
     ]
 )
 _TEXT = st.one_of(
@@ -199,6 +214,26 @@ def test_generated_texts_get_the_same_normalization_in_duckdb(cases: list[tuple[
     assert_same(rows)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sensor read 300\u212a over limit",  # KELVIN SIGN: not the unit k
+        "waited 5\u017f then gave up",  # LONG S: not the unit s
+        "took 3m\u017f",
+        "got 12\u212ab and 4\u212aib",
+        "size 5\u212a, 6\u017f, 7k, 8x, 9%",
+        "took 30\u03bcs",  # GREEK SMALL MU is not MICRO SIGN (the unit µs)
+    ],
+)
+def test_unicode_case_variants_of_unit_letters_are_not_units_in_duckdb(text: str) -> None:
+    # RE2 folds a two-letter class [kK] taken into an alternation to Unicode case (adding U+212A);
+    # Python's re.ASCII and joni without a case-insensitive flag do not
+    assert normalize(text).count("\u212a") + normalize(text).count("\u017f") == text.count(
+        "\u212a"
+    ) + text.count("\u017f")
+    assert_same([("/x", "E", text, text)])
+
+
 def test_long_texts_are_cut_the_same_way_at_every_length() -> None:
     rows = []
     for n in range(290, 312):
@@ -216,6 +251,13 @@ def test_the_sql_reaching_duckdb_uses_re2_replacements_and_replaces_every_match(
     assert "\\1<str>\\2" in duck
     # every call asks for every match: the 'g' option is its last argument
     assert duck.count(", 'g')") == len(replaces)
+
+
+def test_a_masked_endpoint_is_at_most_an_id_long() -> None:
+    assert masking.MAX_ENDPOINT_CHARS == MAX_ID_CHARS
+    assert normalize_endpoint("/1" * 100) == "/{id}" * 39 + "/{i …"
+    assert normalize_endpoint("/ab/" + "x" * 190 + "/12") == "/ab/" + "x" * 190 + "/{id}"  # 199: whole
+    assert len(template_of("/1" * 100, "E" * 200, "x " * 2_000)) <= MAX_TEMPLATE_CHARS
 
 
 def test_the_python_mirror_is_ascii_and_keeps_the_documented_examples() -> None:

@@ -17,7 +17,9 @@ its own backtracking ``re``. The patterns avoid every construct where they diffe
   *captures* the neighbouring character and puts it back in the replacement (``$1<num>$2``);
 * no ``\\w``, ``\\d``, ``\\s``, ``\\b`` (Unicode-aware in joni, ASCII in RE2): explicit ASCII classes;
 * no ``.`` except where no newline can occur, no ``(?i)`` (joni and RE2 fold Unicode case, e.g.
-  the Kelvin sign), no possessive or atomic groups, no named groups, no ``\\z``/``\\Z``;
+  the Kelvin sign) and no class of a letter and its other case such as ``[kK]`` (RE2 turns it into
+  a case-folded literal, Unicode-folded inside an alternation): ``(?:k|K)``; no possessive or
+  atomic groups, no named groups, no ``\\z``/``\\Z``;
 * ``^``/``$`` only on text that holds no newline any more (joni's ``^`` also matches after a
   newline, ``$`` in Java/Python style before a final one); whitespace is collapsed first, and
   the text is padded with a space on each side so that a boundary is always a character;
@@ -46,6 +48,10 @@ MAX_NORMALIZED_CHARS = 300  # of a normalized error (the template adds endpoint 
 MAX_SCANNED_CHARS = 2_000  # of the raw text: bounds the work per message
 MAX_INPUT_TEMPLATE_CHARS = 1_000
 VARIANT_CHARS = 12
+#: Of a normalized endpoint: a signature's endpoint is an Id (MAX_ID_CHARS in opslake.models.ops,
+#: not imported: models import the ingest package), and masking lengthens a valid 200-character
+#: endpoint ("/1" * 100 becomes "/{id}" * 100); a longer one keeps its first 198 and " …".
+MAX_ENDPOINT_CHARS = 200
 SIGNATURE_PREFIX = "sig_"
 SIGNATURE_HEX_CHARS = 16
 CUT_MARK = " …"
@@ -56,8 +62,13 @@ _NOT_WORD = f"([^{_W}])"  # a captured boundary: a character that is not a word 
 
 
 def _ci(word: str) -> str:
-    """``word`` matched case-insensitively in ASCII only (no ``(?i)``: it folds Unicode case)."""
-    return "".join(f"[{c.lower()}{c.upper()}]" if c.isascii() and c.isalpha() else re.escape(c) for c in word)
+    """``word`` matched case-insensitively in ASCII only. Neither ``(?i)`` nor ``[kK]``: RE2 reads a
+    class of exactly a letter and its other case as a case-folded literal, which, merged into an
+    alternation with other one-letter alternatives, folds Unicode case (KELVIN SIGN for k, LONG S
+    for s); the alternation ``(?:k|K)`` stays the two ASCII letters in RE2, joni and Python."""
+    return "".join(
+        f"(?:{c.lower()}|{c.upper()})" if c.isascii() and c.isalpha() else re.escape(c) for c in word
+    )
 
 
 def _mixed_hex(min_chars: int) -> str:
@@ -308,7 +319,10 @@ def normalize_endpoint(endpoint: str) -> str:
     gateway routes (``/worker/{id}``) and tool names (``tool:query_db``) are unchanged."""
     if not endpoint.startswith("/") or re.search("[0-9]", endpoint) is None:
         return endpoint
-    return _sub(_ENDPOINT_RULE, endpoint + "/")[:-1]
+    masked = _sub(_ENDPOINT_RULE, endpoint + "/")[:-1]
+    if len(masked) <= MAX_ENDPOINT_CHARS:
+        return masked
+    return masked[: MAX_ENDPOINT_CHARS - len(CUT_MARK)] + CUT_MARK  # ends in "…": never in a space
 
 
 def template_of(endpoint: str, error_type: str | None, error: str | None) -> str:
@@ -374,8 +388,10 @@ def normalize_endpoint_sql(endpoint_expr: str) -> str:
     """Athena SQL for :func:`normalize_endpoint`."""
     padded = _sql_sub(_ENDPOINT_RULE, f"({endpoint_expr} || '/')")
     return (
-        f"(CASE WHEN substr({endpoint_expr}, 1, 1) = '/' AND regexp_like({endpoint_expr}, '[0-9]') "
-        f"THEN substr({padded}, 1, length({padded}) - 1) ELSE {endpoint_expr} END)"
+        f"(CASE WHEN substr({endpoint_expr}, 1, 1) <> '/' OR NOT regexp_like({endpoint_expr}, '[0-9]') "
+        f"THEN {endpoint_expr} WHEN length({padded}) <= {MAX_ENDPOINT_CHARS + 1} "
+        f"THEN substr({padded}, 1, length({padded}) - 1) "
+        f"ELSE substr({padded}, 1, {MAX_ENDPOINT_CHARS - len(CUT_MARK)}) || {_literal(CUT_MARK)} END)"
     )
 
 
