@@ -99,13 +99,26 @@ def success_ops(n: int, seed: int = 3) -> list[dict[str, Any]]:
 def log_ops(n: int, seed: int = 5) -> list[dict[str, Any]]:
     """``/log`` records as the lake holds them, in the current format and packed the old way."""
     rng = random.Random(seed)
-    operations = ["fill a shift", "Fill a  shift", "find rate 12", "", "a: b"]
-    approaches = ["match on city", "Match on city.", "match on role", "", " spaced ", "x: y"]
+    # ends in tabs/newlines/NBSP (the engines' one-argument trim strip different sets), non-ASCII
+    # capitals (Python lowers 'İ' to two code points, DuckDB to 'i')
+    operations = [
+        "fill a shift",
+        "Fill a  shift",
+        "find rate 12",
+        "",
+        "a: b",
+        "İSTANBUL Shift",
+        "istanbul shift",
+    ]
+    approaches = ["match on city", "Match on city.", "match on role", "", " spaced ", "x: y", "\tmatch on city",
+                  "match on city\n", "match on city\xa0", "\r\n match on role \x0b\x0c"]  # fmt: skip
     rows = []
     for i in range(n):
         operation, approach = rng.choice(operations), rng.choice(approaches)
-        result = rng.choice(["success", "lesson", "failure", "", None, " Failure "])
-        context = rng.choice([None, "no rows", ""])
+        result = rng.choice(
+            ["success", "lesson", "failure", "", None, " Failure ", "failure\n", "\tLesson", "FAİLURE"]
+        )
+        context = rng.choice([None, "no rows", "", "\tno rows\n", "\n"])
         packed = rng.random() < 0.4
         attributes = {"operation": operation} if operation or not packed or rng.random() < 0.5 else {}
         if packed:
@@ -189,6 +202,27 @@ def test_log_tallies_in_the_engine_equal_the_reference_in_either_format(trust: R
     assert engine == sorted(reference, key=lambda t: t.group_key)
     assert any(t.approach_witnesses and len(t.approach_witnesses) > 2 for t in engine)
     assert groups_from_tallies(engine, trust=trust) == groups_from_tallies(reference, trust=trust)
+
+
+def test_log_parts_lose_the_same_whitespace_and_case_in_the_engine() -> None:
+    # DuckDB's trim(x) strips only " ", str.strip() every whitespace: "match on city\n" was a second
+    # approach in the engine, and result "failure\n" (not "failure") a success ("do")
+    parts = [("match on city", "failure"), ("match on city\n", "failure"), ("\tmatch on city", "failure\n"),
+             ("match on city", "Failure\r\n")]  # fmt: skip
+    rows = [
+        {"op_id": f"l{i}", "ts": T0 + timedelta(seconds=i), "agent_id": f"a{i}", "reporter_id": f"k{i}",
+         "endpoint": "/log", "task_class": "t1", "input_summary": approach, "success": True, "event_kind": "log",
+         "attributes": [("operation", "İ fill a shift"), ("result", result), ("log_format", "2")]}
+        for i, (approach, result) in enumerate(parts)
+    ]  # fmt: skip
+    engine = tallies_from_rows(
+        run(log_tallies_sql("ops", WINDOW, RUNTIME, min_records=1, min_agents=1), rows), "log"
+    )
+    reference = tally_logs([as_log_row(r) for r in rows], RUNTIME)
+    assert engine == reference
+    assert [(t.kind, t.count, dict(t.approach_witnesses or {})) for t in engine] == [
+        ("avoid", 4, {"match on city": ("k0", "k1", "k2", "k3")})
+    ]
 
 
 def test_thresholds_leave_small_groups_in_the_engine() -> None:

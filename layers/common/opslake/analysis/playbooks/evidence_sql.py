@@ -23,9 +23,11 @@ from typing import Any, Literal
 
 from opslake.analysis.masking import input_template_sql, normalize_sql
 from opslake.analysis.playbooks.grouping import (
+    ASCII_UPPER,
     EXCERPT_SCAN,
     IGNORED_ENDPOINTS,
     JSON_STRING_PATTERN,
+    LOG_SPACE,
     QUOTE_MARK,
     REQUEST_METHODS,
     WITNESSES_PER_KEY,
@@ -47,6 +49,18 @@ _SEP = (
 
 def _hash16(expr: str) -> str:
     return f"substr(lower(to_hex(sha256(to_utf8({expr})))), 1, 16)"
+
+
+def _strip_sql(expr: str) -> str:
+    """``expr`` without :data:`~.grouping.LOG_SPACE` at its ends, as ``str.strip(LOG_SPACE)`` (a
+    one-argument ``trim`` strips only " " in DuckDB, all Unicode whitespace in Trino)."""
+    chars = " || ".join(sql_string(c) if c == " " else f"chr({ord(c)})" for c in LOG_SPACE)
+    return f"trim({expr}, {chars})"
+
+
+def _lower_sql(expr: str) -> str:
+    """``expr`` with A-Z lowered only, as :func:`~.grouping.ascii_lower`."""
+    return f"translate({expr}, {sql_string(ASCII_UPPER)}, {sql_string(ASCII_UPPER.lower())})"
 
 
 def _part(expr: str) -> str:
@@ -227,7 +241,7 @@ def log_records_sql(table: str, window: Window, trust: ReporterTrust) -> str:
             WHEN strpos(packed_out, ':') > 0 THEN substr(packed_out, 1, strpos(packed_out, ':') - 1)
             ELSE packed_out END AS result,
        CASE WHEN log_format IS NOT NULL THEN output_summary
-            WHEN strpos(packed_out, ':') > 0 THEN nullif(trim(substr(packed_out, strpos(packed_out, ':') + 1)), '')
+            WHEN strpos(packed_out, ':') > 0 THEN nullif({_strip_sql("substr(packed_out, strpos(packed_out, ':') + 1)")}, '')
             END AS context
 FROM (
   SELECT *, CASE WHEN strpos(packed, ': ') > 0 THEN substr(packed, 1, strpos(packed, ': ') - 1) ELSE packed END
@@ -251,16 +265,16 @@ def log_tallies_sql(
     approach's witnesses."""
     records = log_records_sql(table, window, trust)
     evidence = f"""SELECT 'log|' || {_part("endpoint")} || '|' || {_part("task_class")} || '|' || kind || '|'
-         || {_hash16("lower(operation_shape)")} AS group_key,
+         || {_hash16(_lower_sql("operation_shape"))} AS group_key,
        endpoint, task_class, kind, operation AS head, op_id, ts, agent_id, {witness_sql(trust)} AS witness,
        operation || ': ' || coalesce(summary, '') || ' → ' || outcome
          || CASE WHEN coalesce(context, '') <> '' THEN ': ' || context ELSE '' END AS text,
-       trim(coalesce(summary, '')) AS approach
+       {_strip_sql("coalesce(summary, '')")} AS approach
 FROM (
   SELECT *, CASE WHEN success AND outcome <> 'failure' THEN 'do' ELSE 'avoid' END AS kind
   FROM (
-    SELECT *, coalesce(nullif(lower(trim(coalesce(result, ''))), ''), CASE WHEN success THEN 'success' ELSE 'failure' END)
-                AS outcome,
+    SELECT *, coalesce(nullif({_lower_sql(_strip_sql("coalesce(result, '')"))}, ''),
+                       CASE WHEN success THEN 'success' ELSE 'failure' END) AS outcome,
               {normalize_sql("operation")} AS operation_shape
     FROM ({records}) records
   ) outcomes

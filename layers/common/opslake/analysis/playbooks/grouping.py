@@ -54,6 +54,21 @@ class SuccessRow(OpRow):
     event_kind: str | None = None
 
 
+#: What a ``/log`` record's parts (approach, result, context) lose at both ends, here and in the
+#: engine (:mod:`.evidence_sql`): ASCII whitespace only. ``str.strip()`` and Trino's ``trim`` strip
+#: all Unicode whitespace, DuckDB's one-argument ``trim`` only " "; all three strip these alike.
+LOG_SPACE = "\t\n\x0b\x0c\r "
+ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_ASCII_LOWER = str.maketrans(ASCII_UPPER, ASCII_UPPER.lower())
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` with A-Z lowered and every other character kept (the engine: ``translate``). Full
+    lowering differs between engines and Unicode versions (Python lowers 'İ' to two code points,
+    DuckDB and Java to 'i'; Python lowers a final 'Σ' to 'ς'); the log keys must not."""
+    return text.translate(_ASCII_LOWER)
+
+
 class LogRow(OpRow):
     """A ``POST /log`` record (``event_kind`` ``log``) as the consolidator's evidence query selects it,
     each part of the report read from its own column (see functions/gateway/log.py): ``operation``
@@ -92,18 +107,18 @@ class LogRow(OpRow):
             "operation": operation,
             "input_summary": approach if sep else operation,
             "result": data.get("result") or packed_result,
-            "output_summary": context.strip() or None,
+            "output_summary": context.strip(LOG_SPACE) or None,
             "log_format": LOG_FORMAT,  # unpacked: read like a current record from here on
         }
 
     @property
     def approach(self) -> str:
-        return (self.input_summary or "").strip()
+        return (self.input_summary or "").strip(LOG_SPACE)
 
     @property
     def outcome(self) -> str:
         """success, failure or lesson (a record without a result: from ``success``)."""
-        return (self.result or "").strip().lower() or ("success" if self.success else "failure")
+        return ascii_lower((self.result or "").strip(LOG_SPACE)) or ("success" if self.success else "failure")
 
     @property
     def evidence(self) -> str:
@@ -304,7 +319,7 @@ def log_group_key(log: LogRow) -> str | None:
     operation = normalize(log.operation)
     if not operation:
         return None
-    return group_key("log", log.endpoint, log.task_class, _log_kind(log), short_hash(operation.lower()))
+    return group_key("log", log.endpoint, log.task_class, _log_kind(log), short_hash(ascii_lower(operation)))
 
 
 def tally_logs(logs: Iterable[LogRow], trust: ReporterTrust | None = None) -> list[GroupTally]:
