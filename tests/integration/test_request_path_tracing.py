@@ -103,7 +103,10 @@ def xray_documents(sock: socket.socket) -> list[dict[str, Any]]:
         documents.append(json.loads(body))
 
 
-def test_first_events_request_is_traced_with_its_sqs_call() -> None:
+def run_traced(script: str, *args: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run ``script`` in a fresh process as Lambda with active tracing would (sampled trace header,
+    a local UDP socket as the X-Ray daemon): the JSON it printed after ``RESULT`` and the documents
+    the X-Ray SDK sent."""
     daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     daemon.bind(("127.0.0.1", 0))
     try:
@@ -113,23 +116,22 @@ def test_first_events_request_is_traced_with_its_sqs_call() -> None:
             OPSLAKE_RESOLVE_KEY_NAMES="false",
         )
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                FIRST_REQUEST,
-                str(ROOT / "functions/observer/events.py"),
-                ",".join(DEFERRED),
-                str(ROOT / "events" / "events_post_single.json"),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
+            [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, check=True
         )
         documents = xray_documents(daemon)
     finally:
         daemon.close()
     result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    return result, documents
+
+
+def test_first_events_request_is_traced_with_its_sqs_call() -> None:
+    result, documents = run_traced(
+        FIRST_REQUEST,
+        str(ROOT / "functions/observer/events.py"),
+        ",".join(DEFERRED),
+        str(ROOT / "events" / "events_post_single.json"),
+    )
     assert result == {"loaded_at_import": [], "status": 202, "queued": 1}
 
     assert {doc["trace_id"] for doc in documents} == {TRACE_ROOT}
@@ -193,31 +195,9 @@ print("RESULT " + json.dumps({"status": response["statusCode"], "reachable": jso
 def test_get_model_probe_of_the_llm_endpoint_is_a_subsegment() -> None:
     """GET /model's probe goes through urllib (http.client): with ``httplib`` patched it is a
     ``remote`` subsegment of the handler's, as it was under patch_all."""
-    daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    daemon.bind(("127.0.0.1", 0))
-    try:
-        env = lambda_env(
-            _X_AMZN_TRACE_ID=f"Root={TRACE_ROOT};Parent=53995c3f42cd8ad8;Sampled=1",
-            AWS_XRAY_DAEMON_ADDRESS=f"127.0.0.1:{daemon.getsockname()[1]}",
-            OPSLAKE_RESOLVE_KEY_NAMES="false",
-        )
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                MODEL_REQUEST,
-                str(ROOT / "functions/gateway/model.py"),
-                str(ROOT / "events" / "model_get.json"),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-        )
-        documents = xray_documents(daemon)
-    finally:
-        daemon.close()
-    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    result, documents = run_traced(
+        MODEL_REQUEST, str(ROOT / "functions/gateway/model.py"), str(ROOT / "events" / "model_get.json")
+    )
     assert (result["status"], result["reachable"]) == (200, True)
 
     handler = next(doc for doc in documents if doc["name"] == "## handler")
