@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from opslake.config import Settings, load_settings
 from opslake.lake.catalog import GlueCatalog
+from opslake.lake.compaction import Compactor
+from opslake.lake.compaction.report import CompactionReport
 from opslake.lake.layout import ops_object_key, partition_of_millis
 from opslake.lake.parquet import ops_table, to_parquet_bytes
 from opslake.models.ops import QueuedOp
@@ -91,3 +93,13 @@ def receive_all(lake: Lake) -> list[dict[str, Any]]:
             Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)],
         )
     return messages
+
+
+def compact_closed_hours(stack: LocalStack) -> CompactionReport:
+    """Run compaction as it would run once every hour written so far is closed and past its
+    grace period (the clock moved past ``compact_after_hours``); its report."""
+    settings = load_settings()
+    later = datetime.now(UTC) + timedelta(hours=settings.compact_after_hours + 1.5)
+    return Compactor.from_settings(
+        settings, stack.client("s3"), stack.client("glue"), clock=lambda: later
+    ).run()

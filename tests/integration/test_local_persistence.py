@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from opslake.config import load_settings
-from opslake.lake.compaction import Compactor
 from opslake.query.embedded import EmbeddedEngine
 from opslake_local.cli import main
 from opslake_local.drain import Drainer
 from opslake_local.http import LocalApi
 from opslake_local.persist import MANIFEST, PersistenceError
 from opslake_local.stack import QUIET_ENV, LocalStack, free_port, revoke_plan_keys
+from tests.integration.jobs_support import compact_closed_hours
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -77,12 +76,7 @@ def ops_partitions(stack: LocalStack) -> dict[tuple[str, ...], str]:
 
 
 def compact(stack: LocalStack) -> None:
-    settings = load_settings()
-    later = datetime.now(UTC) + timedelta(hours=settings.compact_after_hours + 1.5)
-    compactor = Compactor.from_settings(
-        settings, stack.client("s3"), stack.client("glue"), clock=lambda: later
-    )
-    assert compactor.run().compacted
+    assert compact_closed_hours(stack).compacted
 
 
 def ops_files(stack: LocalStack) -> set[tuple[str, str]]:

@@ -4,15 +4,12 @@ compaction keep one row per (reporter_id, op_id), not per op_id)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import httpx
 import pytest
 
-from opslake.config import load_settings
-from opslake.lake.compaction import Compactor
 from opslake_local.drain import Drainer
 from opslake_local.stack import LocalStack
+from tests.integration.jobs_support import compact_closed_hours
 
 pytestmark = pytest.mark.integration
 
@@ -42,11 +39,7 @@ def test_a_forged_op_with_bobs_op_id_never_replaces_bobs_op(
     post(client, bob.value, **real)  # bob retries (same key, same op_id): still one op
     assert drainer.drain().failed == 0
 
-    settings = load_settings()
-    later = datetime.now(UTC) + timedelta(hours=settings.compact_after_hours + 1.5)
-    report = Compactor.from_settings(
-        settings, stack.client("s3"), stack.client("glue"), clock=lambda: later
-    ).run()
+    report = compact_closed_hours(stack)
     assert report.errors == {}
     assert report.compacted  # the hour now reads from its compacted files
     assert sum(p.duplicates_dropped for p in report.compacted) == 1  # only bob's own retry

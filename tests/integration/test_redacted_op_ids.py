@@ -5,15 +5,12 @@ one of them; a retry of such an op must still dedupe to one."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import httpx
 import pytest
 
-from opslake.config import load_settings
-from opslake.lake.compaction import Compactor
 from opslake_local.drain import Drainer
 from opslake_local.stack import LocalStack
+from tests.integration.jobs_support import compact_closed_hours
 
 pytestmark = pytest.mark.integration
 
@@ -48,11 +45,7 @@ def test_ops_with_redacted_op_ids_all_land_and_retries_dedupe(
     assert retried == accepted[2:]
     assert drainer.drain().failed == 0
 
-    settings = load_settings()
-    later = datetime.now(UTC) + timedelta(hours=settings.compact_after_hours + 1.5)
-    report = Compactor.from_settings(
-        settings, stack.client("s3"), stack.client("glue"), clock=lambda: later
-    ).run()
+    report = compact_closed_hours(stack)
     assert report.errors == {}
     assert sum(p.duplicates_dropped for p in report.compacted) == 2  # the two retries, nothing else
 
