@@ -44,6 +44,10 @@ class Settings(BaseModel):
         le=1024 * 1024,
         description="op records are packed into SQS messages up to this size: the ops queue's MaximumMessageSize",
     )
+    otlp_keep_all_spans: bool = Field(
+        default=False,
+        description="POST /v1/traces stores every span as an op, not only AI-agent work and failures",
+    )
     resolve_key_names: bool = Field(
         default=True, description="look up API key names in API Gateway (else the key id is the identity)"
     )

@@ -13,6 +13,6 @@ __all__, __getattr__ = lazy_exports(
     {
         "bodies": ("check_json_depth", "parse_body", "parse_query", "request_body"),
         "identity": ("KeyNameResolver", "apigateway_key_lookup", "caller_key_id"),
-        "responses": ("as_opslake_error", "create_resolver", "json_response"),
+        "responses": ("as_opslake_error", "create_resolver", "json_response", "report_error"),
     },
 )

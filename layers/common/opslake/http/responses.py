@@ -35,6 +35,22 @@ def as_opslake_error(exc: Exception, request_id: str = "") -> OpslakeError:
     return InternalError(f"opslake failed unexpectedly (request id {request_id or 'unknown'})")
 
 
+def report_error(exc: Exception, request_id: str = "") -> OpslakeError:
+    """The domain error an exception answers with, logged and counted (every route's errors, in
+    whatever body encoding the route answers)."""
+    error = as_opslake_error(exc, request_id)
+    if error.status >= 500:
+        if error is exc:
+            logger.error("request failed", error=error.code, reason=error.message)
+        else:
+            logger.exception("unhandled error")
+        metrics.add_metric(name="ServerErrors", unit=MetricUnit.Count, value=1)
+    else:
+        logger.info("request rejected", error=error.code, reason=error.message)
+        metrics.add_metric(name="ClientErrors", unit=MetricUnit.Count, value=1)
+    return error
+
+
 def create_resolver(*, enable_validation: bool = False) -> APIGatewayRestResolver:
     """A REST (v1) resolver whose errors always answer JSON: ``{"error", "message", "detail"?}``.
 
@@ -45,17 +61,9 @@ def create_resolver(*, enable_validation: bool = False) -> APIGatewayRestResolve
 
     @app.exception_handler(Exception)
     def _error(exc: Exception) -> Response:
-        error = as_opslake_error(exc, app.current_event.request_context.request_id)
-        status, body, headers = error_response_parts(error)
-        if status >= 500:
-            if error is exc:
-                logger.error("request failed", error=error.code, reason=error.message)
-            else:
-                logger.exception("unhandled error")
-            metrics.add_metric(name="ServerErrors", unit=MetricUnit.Count, value=1)
-        else:
-            logger.info("request rejected", error=error.code, reason=error.message)
-            metrics.add_metric(name="ClientErrors", unit=MetricUnit.Count, value=1)
+        status, body, headers = error_response_parts(
+            report_error(exc, app.current_event.request_context.request_id)
+        )
         return json_response(status, body, headers)
 
     @app.not_found

@@ -1,0 +1,341 @@
+"""Which spans are ops, and the op each one becomes (before the /events validation, redaction and
+truncation every op goes through).
+
+A span is an op when it is an AI agent's unit of work under the GenAI semantic conventions or
+OpenInference (a tool execution, a model call, an agent invocation, a retrieval), when it failed
+(status ERROR), or when it says so with ``opslake.endpoint``. Everything else (HTTP client spans,
+database spans, framework internals) is counted and skipped unless a deployment keeps all spans.
+
+Attribute names come from the maintained convention packages, never typed by hand; current and
+legacy names are both read (``gen_ai.input.messages`` and the deprecated ``gen_ai.prompt``).
+Values are claims like every field of ``POST /events``: ``gen_ai.agent.id`` is who the span says
+ran it, not who sent it (the API key says that).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from openinference.semconv.trace import OpenInferenceSpanKindValues as OpenInferenceKind
+from openinference.semconv.trace import SpanAttributes as OpenInference
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv._incubating.attributes.session_attributes import SESSION_ID
+from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+from opentelemetry.semconv.attributes.exception_attributes import EXCEPTION_MESSAGE, EXCEPTION_TYPE
+from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
+
+from opslake.otlp.decode import ExportTraceServiceRequest
+
+OpKind = Literal["tool", "model", "agent", "retrieval", "error", "explicit", "span"]
+Operation = gen_ai.GenAiOperationNameValues
+
+#: GenAI operation names and OpenInference span kinds that make a span an op, and which kind.
+OPERATION_KINDS: dict[str, OpKind] = {
+    Operation.EXECUTE_TOOL.value: "tool",
+    Operation.CHAT.value: "model",
+    Operation.TEXT_COMPLETION.value: "model",
+    Operation.GENERATE_CONTENT.value: "model",
+    Operation.INVOKE_AGENT.value: "agent",
+    Operation.INVOKE_WORKFLOW.value: "agent",
+    Operation.RETRIEVAL.value: "retrieval",
+}
+OPENINFERENCE_KINDS: dict[str, OpKind] = {
+    OpenInferenceKind.TOOL.value: "tool",
+    OpenInferenceKind.LLM.value: "model",
+    OpenInferenceKind.AGENT.value: "agent",
+    OpenInferenceKind.RETRIEVER.value: "retrieval",
+}
+
+# opslake's own attributes: what only a runtime knows, mapped to the /events field of that name.
+OPSLAKE_PREFIX = "opslake."
+OPSLAKE_ENDPOINT = "opslake.endpoint"
+OPSLAKE_ATTRIBUTES_PREFIX = "opslake.attributes."
+OPSLAKE_FIELDS = (
+    "source", "event_kind", "task_class", "sig_hash", "correction", "applied_at_turn",
+    "rescue_attempted", "rescue_succeeded",
+)  # fmt: skip
+DEFAULT_SOURCE = "otlp"
+FAILED_SPAN_ERROR_TYPE = "span_error"
+EXCEPTION_EVENT = "exception"
+MAX_ENDPOINT_CHARS = 200
+# Summaries are cut again (and redacted) by the op contract; this bounds the work before that.
+MAX_VALUE_CHARS = 8_000
+
+# First attribute present wins.
+TOOL_NAMES = (gen_ai.GEN_AI_TOOL_NAME, OpenInference.TOOL_NAME)
+MODEL_NAMES = (gen_ai.GEN_AI_REQUEST_MODEL, gen_ai.GEN_AI_RESPONSE_MODEL, OpenInference.LLM_MODEL_NAME)
+AGENT_IDS = (gen_ai.GEN_AI_AGENT_ID, gen_ai.GEN_AI_AGENT_NAME, OpenInference.AGENT_NAME)
+SESSION_IDS = (SESSION_ID, gen_ai.GEN_AI_CONVERSATION_ID, OpenInference.SESSION_ID)
+INPUTS = (
+    gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS, OpenInference.INPUT_VALUE, gen_ai.GEN_AI_INPUT_MESSAGES,
+    gen_ai.GEN_AI_PROMPT,
+)  # fmt: skip
+OUTPUTS = (
+    gen_ai.GEN_AI_TOOL_CALL_RESULT, OpenInference.OUTPUT_VALUE, gen_ai.GEN_AI_OUTPUT_MESSAGES,
+    gen_ai.GEN_AI_COMPLETION,
+)  # fmt: skip
+#: Span attributes kept as op attributes under their own names (models, tokens, providers, ids).
+KEPT_ATTRIBUTES = (
+    gen_ai.GEN_AI_OPERATION_NAME, gen_ai.GEN_AI_REQUEST_MODEL, gen_ai.GEN_AI_RESPONSE_MODEL,
+    gen_ai.GEN_AI_PROVIDER_NAME, gen_ai.GEN_AI_SYSTEM, gen_ai.GEN_AI_TOOL_CALL_ID, gen_ai.GEN_AI_TOOL_TYPE,
+    gen_ai.GEN_AI_AGENT_NAME, gen_ai.GEN_AI_USAGE_INPUT_TOKENS, gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS,
+    gen_ai.GEN_AI_USAGE_PROMPT_TOKENS, gen_ai.GEN_AI_USAGE_COMPLETION_TOKENS,
+    gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    OpenInference.OPENINFERENCE_SPAN_KIND, OpenInference.LLM_MODEL_NAME, OpenInference.LLM_PROVIDER,
+    OpenInference.LLM_SYSTEM, OpenInference.LLM_TOKEN_COUNT_PROMPT, OpenInference.LLM_TOKEN_COUNT_COMPLETION,
+    OpenInference.LLM_TOKEN_COUNT_TOTAL,
+)  # fmt: skip
+# opslake's names for what the span itself carries (not attributes of the span).
+ATTR_KIND, ATTR_SPAN_ID, ATTR_PARENT_SPAN_ID, ATTR_SPAN_NAME, ATTR_SCOPE = (
+    "otlp.op", "otel.span_id", "otel.parent_span_id", "otel.span_name", "otel.scope",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SpanRef:
+    """Where a span sits in the export and what names it in a rejection message."""
+
+    span_id: str
+    name: str
+
+    def describe(self) -> str:
+        return f"span {self.span_id or '(no id)'} ({self.name[:60]!r})"
+
+
+@dataclass(frozen=True)
+class MappedSpan:
+    """A span that is an op: the raw op (as a client would post it to /events) and its reference."""
+
+    ref: SpanRef
+    op: dict[str, Any]
+
+
+@dataclass
+class MappedExport:
+    """What one export held: the ops, the spans skipped as not op-shaped, and the spans refused."""
+
+    ops: list[MappedSpan]
+    skipped: int
+    rejected: list[tuple[SpanRef, str]]
+
+
+def value_of(value: AnyValue) -> Any:
+    """An AnyValue as Python: scalars as they are, arrays and maps as lists and dicts, bytes as hex."""
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [value_of(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: value_of(kv.value) for kv in value.kvlist_value.values}
+    if which == "bytes_value":
+        return value.bytes_value.hex()
+    return getattr(value, which)
+
+
+def attributes_of(pairs: Iterable[KeyValue]) -> dict[str, Any]:
+    return {kv.key: value_of(kv.value) for kv in pairs}
+
+
+def as_text(value: Any) -> str | None:
+    """A value as text for a summary or an error (structured values as compact JSON)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+    return text[:MAX_VALUE_CHARS] or None
+
+
+def _first(attributes: Mapping[str, Any], names: Iterable[str]) -> Any:
+    for name in names:
+        value = attributes.get(name)
+        if value not in (None, "", [], {}):
+            return value
+    return None
+
+
+def kind_of(span: Span, attributes: Mapping[str, Any], *, keep_all: bool) -> OpKind | None:
+    """Which kind of op a span is, or None when it is not one (skipped, counted)."""
+    if OPSLAKE_ENDPOINT in attributes:
+        return "explicit"
+    operation = attributes.get(gen_ai.GEN_AI_OPERATION_NAME)
+    if isinstance(operation, str) and operation in OPERATION_KINDS:
+        return OPERATION_KINDS[operation]
+    span_kind = attributes.get(OpenInference.OPENINFERENCE_SPAN_KIND)
+    if isinstance(span_kind, str) and span_kind.upper() in OPENINFERENCE_KINDS:
+        return OPENINFERENCE_KINDS[span_kind.upper()]
+    if span.status.code == Status.STATUS_CODE_ERROR:
+        return "error"
+    return "span" if keep_all else None
+
+
+def endpoint_of(span: Span, attributes: Mapping[str, Any], kind: OpKind) -> Any:
+    """``opslake.endpoint``; ``tool:<name>`` for a tool; ``model:<name>`` for a model call; else the
+    span's name (cut to the endpoint limit: a name is not a claim worth refusing a span for)."""
+    if kind == "explicit":
+        return attributes[OPSLAKE_ENDPOINT]  # the client's own claim: validated, never cut
+    tool = _first(attributes, TOOL_NAMES) if kind == "tool" else None
+    model = _first(attributes, MODEL_NAMES) if kind == "model" else None
+    if tool is not None:
+        name = f"tool:{as_text(tool)}"
+    elif model is not None:
+        name = f"model:{as_text(model)}"
+    else:
+        name = span.name.strip() or "otlp:unnamed_span"
+    return name[:MAX_ENDPOINT_CHARS].strip()
+
+
+def error_of(span: Span, attributes: Mapping[str, Any], failed: bool) -> tuple[str | None, str | None]:
+    """(error, error_type): the status message or the exception event's message; ``error.type``
+    or the exception's type (a failed span with neither gets ``span_error``)."""
+    exception = next((attributes_of(e.attributes) for e in span.events if e.name == EXCEPTION_EVENT), {})
+    error = span.status.message or as_text(exception.get(EXCEPTION_MESSAGE))
+    error_type = as_text(attributes.get(ERROR_TYPE)) or as_text(exception.get(EXCEPTION_TYPE))
+    if failed:
+        return error or "the span's status is ERROR", error_type or FAILED_SPAN_ERROR_TYPE
+    return error, error_type  # a successful span may still name an error it recovered from
+
+
+def _timestamp(nanos: int) -> str:
+    return datetime.fromtimestamp(nanos / 1e9, UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Who ran a span and in which session, as the span or its nearest ancestor in the same export
+    says: a tool span seldom repeats the agent name its ``invoke_agent`` parent carries."""
+
+    agent_id: Any = None
+    session_id: Any = None
+
+
+def span_to_op(
+    span: Span,
+    kind: OpKind,
+    attributes: Mapping[str, Any],
+    resource: Mapping[str, Any],
+    scope: str,
+    inherited: RunContext = RunContext(),
+) -> dict[str, Any]:
+    """The op a span is, shaped like a ``POST /events`` op (the same validation follows).
+
+    Raises ValueError for what no op can be made of: ids of the wrong length, no start time, an
+    end before the start.
+    """
+    if len(span.trace_id) != 16 or len(span.span_id) != 8:
+        raise ValueError("trace_id must be 16 bytes and span_id 8 bytes (32 and 16 hex characters)")
+    if span.start_time_unix_nano <= 0:
+        raise ValueError("start_time_unix_nano is not set")
+    if span.end_time_unix_nano < span.start_time_unix_nano:
+        raise ValueError("end_time_unix_nano is before start_time_unix_nano (or not set)")
+    trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
+    failed = span.status.code == Status.STATUS_CODE_ERROR
+    error, error_type = error_of(span, attributes, failed)
+    kept: dict[str, Any] = {
+        name: attributes[name]
+        for name in KEPT_ATTRIBUTES
+        if isinstance(attributes.get(name), str | int | float | bool)
+    }
+    kept.update(
+        {
+            key.removeprefix(OPSLAKE_ATTRIBUTES_PREFIX): value
+            for key, value in attributes.items()
+            if key.startswith(OPSLAKE_ATTRIBUTES_PREFIX) and isinstance(value, str | int | float | bool)
+        }
+    )
+    kept[ATTR_KIND] = kind
+    kept[ATTR_SPAN_ID] = span_id
+    if span.parent_span_id:
+        kept[ATTR_PARENT_SPAN_ID] = span.parent_span_id.hex()
+    kept[ATTR_SPAN_NAME] = span.name[:1_000]
+    if scope:
+        kept[ATTR_SCOPE] = scope[:1_000]
+    op: dict[str, Any] = {
+        "op_id": f"{trace_id}:{span_id}",
+        "trace_id": trace_id,
+        "ts": _timestamp(span.start_time_unix_nano),
+        "duration_ms": (span.end_time_unix_nano - span.start_time_unix_nano) / 1e6,
+        "endpoint": endpoint_of(span, attributes, kind),
+        "success": not failed,
+        "source": DEFAULT_SOURCE,
+        "error": error,
+        "error_type": error_type,
+        "agent_id": as_text(
+            _first(attributes, AGENT_IDS) or inherited.agent_id or resource.get(SERVICE_NAME)
+        ),
+        "session_id": as_text(_first(attributes, SESSION_IDS) or inherited.session_id),
+        "input_summary": as_text(_first(attributes, INPUTS)),
+        "output_summary": as_text(_first(attributes, OUTPUTS)),
+        "attributes": kept,
+    }
+    for field in OPSLAKE_FIELDS:  # a runtime's own claims, validated like /events fields
+        if OPSLAKE_PREFIX + field in attributes:
+            op[field] = attributes[OPSLAKE_PREFIX + field]
+    return {name: value for name, value in op.items() if value is not None}
+
+
+MAX_ANCESTORS = 64  # how far up a trace an agent or session is looked for (a cycle cannot loop)
+
+
+class _Ancestry:
+    """Each span's parent and own agent/session claims in one export, to find a span's run context."""
+
+    def __init__(self) -> None:
+        self._parent: dict[tuple[bytes, bytes], bytes] = {}
+        self._claims: dict[tuple[bytes, bytes], RunContext] = {}
+
+    def add(self, span: Span, attributes: Mapping[str, Any]) -> None:
+        key = (span.trace_id, span.span_id)
+        self._parent[key] = span.parent_span_id
+        self._claims[key] = RunContext(_first(attributes, AGENT_IDS), _first(attributes, SESSION_IDS))
+
+    def context_of(self, span: Span) -> RunContext:
+        agent = session = None
+        parent = span.parent_span_id
+        for _ in range(MAX_ANCESTORS):
+            key = (span.trace_id, parent)
+            if not parent or key not in self._claims:
+                break
+            claims = self._claims[key]
+            agent, session = agent or claims.agent_id, session or claims.session_id
+            if agent is not None and session is not None:
+                break
+            parent = self._parent[key]
+        return RunContext(agent, session)
+
+
+def _spans(request: ExportTraceServiceRequest) -> Iterator[tuple[Span, dict[str, Any], str]]:
+    for resource_spans in request.resource_spans:
+        resource = attributes_of(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                yield span, resource, scope_spans.scope.name
+
+
+def map_export(request: ExportTraceServiceRequest, *, keep_all: bool = False) -> MappedExport:
+    """Every span of an export: an op, skipped (not op-shaped) or rejected (with the reason)."""
+    result = MappedExport(ops=[], skipped=0, rejected=[])
+    spans = [
+        (span, attributes_of(span.attributes), resource, scope) for span, resource, scope in _spans(request)
+    ]
+    ancestry = _Ancestry()
+    for span, attributes, _, _ in spans:
+        ancestry.add(span, attributes)
+    for span, attributes, resource, scope in spans:
+        kind = kind_of(span, attributes, keep_all=keep_all)
+        if kind is None:
+            result.skipped += 1
+            continue
+        ref = SpanRef(span.span_id.hex(), span.name)
+        try:
+            op = span_to_op(span, kind, attributes, resource, scope, ancestry.context_of(span))
+        except ValueError as exc:
+            result.rejected.append((ref, str(exc)))
+            continue
+        result.ops.append(MappedSpan(ref, op))
+    return result

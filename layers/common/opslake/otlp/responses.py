@@ -1,0 +1,74 @@
+"""OTLP/HTTP answers, in the encoding of the request: ``ExportTraceServiceResponse`` on success
+(empty when every span was taken, ``partial_success`` when some were refused) and
+``google.rpc.Status`` on failure, whose HTTP status comes from the one error mapping
+(:mod:`opslake.http.responses`). Only 429, 502, 503 and 504 invite an exporter to retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from google.rpc.code_pb2 import Code
+from google.rpc.error_details_pb2 import ErrorInfo
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from opslake.errors import OpslakeError
+from opslake.otlp.decode import JSON, PROTOBUF, Encoding
+from opslake.otlp.ingest import TraceIngestResult
+
+ERROR_DOMAIN = "opslake"
+# HTTP status → the google.rpc code a Status body carries.
+_RPC_CODES = {
+    400: Code.INVALID_ARGUMENT,
+    403: Code.PERMISSION_DENIED,
+    404: Code.NOT_FOUND,
+    413: Code.RESOURCE_EXHAUSTED,
+    415: Code.INVALID_ARGUMENT,
+    429: Code.RESOURCE_EXHAUSTED,
+    502: Code.UNAVAILABLE,
+    503: Code.UNAVAILABLE,
+    504: Code.DEADLINE_EXCEEDED,
+}
+
+
+@dataclass(frozen=True)
+class OtlpAnswer:
+    """An HTTP answer: status, body bytes, content type and extra headers."""
+
+    status: int
+    body: bytes
+    encoding: Encoding
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def content_type(self) -> str:
+        return PROTOBUF if self.encoding == "protobuf" else JSON
+
+
+def _encode(message: Message, encoding: Encoding) -> bytes:
+    if encoding == "protobuf":
+        return message.SerializeToString()
+    return json_format.MessageToJson(message, indent=None).encode()
+
+
+def success_answer(result: TraceIngestResult, encoding: Encoding) -> OtlpAnswer:
+    """200: empty when nothing was refused, else ``partial_success`` naming the refused spans."""
+    response = ExportTraceServiceResponse()
+    if result.rejected:
+        response.partial_success.rejected_spans = len(result.rejected)
+        response.partial_success.error_message = result.error_message()
+    headers = {
+        "x-opslake-spans-stored": str(len(result.stored)),
+        "x-opslake-spans-skipped": str(result.skipped),
+    }
+    return OtlpAnswer(200, _encode(response, encoding), encoding, headers)
+
+
+def error_answer(error: OpslakeError, encoding: Encoding) -> OtlpAnswer:
+    """A ``google.rpc.Status`` carrying the message, and opslake's error code as an ErrorInfo."""
+    status = Status(code=_RPC_CODES.get(error.status, Code.INTERNAL), message=error.message)
+    status.details.add().Pack(ErrorInfo(reason=error.code, domain=ERROR_DOMAIN))
+    return OtlpAnswer(error.status, _encode(status, encoding), encoding, dict(error.headers))
