@@ -67,7 +67,7 @@ def test_every_route_is_on_the_keyed_api(functions: dict[str, dict[str, Any]]) -
         for e in props.get("Events", {}).values()
         if e["Type"] == "Api"
     }
-    assert {("POST", "/events"), ("GET", "/health")} <= set(routes)
+    assert {("POST", "/events"), ("POST", "/v1/traces"), ("GET", "/health")} <= set(routes)
     assert {r: api for r, api in routes.items() if api != {"Ref": "OpsApi"}} == {}
 
 

@@ -25,6 +25,7 @@ BASIC = "service-role/AWSLambdaBasicExecutionRole"
 XRAY = "AWSXrayWriteOnlyAccess"
 ALLOWED_MANAGED = {
     "EventsFunctionRole": {BASIC, XRAY},
+    "TracesFunctionRole": {BASIC, XRAY},
     "HealthFunctionRole": {BASIC, XRAY},
     "StatsFunctionRole": {BASIC, XRAY},
     "ProfileFunctionRole": {BASIC, XRAY},
@@ -117,10 +118,12 @@ def test_health_has_nothing_beyond_basic_execution_and_xray(transformed: dict[st
     assert {_policy_name(a) for a in role["ManagedPolicyArns"]} == {BASIC, XRAY}
 
 
-def test_events_function_may_only_enqueue_and_read_api_keys(transformed: dict[str, Any]) -> None:
-    allowed = [
-        s for role, s in _statements(transformed) if role == "EventsFunctionRole" and s["Effect"] == "Allow"
-    ]
+@pytest.mark.parametrize("role_id", ["EventsFunctionRole", "TracesFunctionRole"])
+def test_ingest_functions_may_only_enqueue_and_read_api_keys(
+    transformed: dict[str, Any], role_id: str
+) -> None:
+    """POST /events and POST /v1/traces: the ops queue and the key names, nothing else."""
+    allowed = [s for role, s in _statements(transformed) if role == role_id and s["Effect"] == "Allow"]
     actions = {a for s in allowed for a in _as_list(s["Action"])}
     assert actions == {"sqs:SendMessage*", "apigateway:GET"}
     (apigw,) = [s for s in allowed if _as_list(s["Action"]) == ["apigateway:GET"]]

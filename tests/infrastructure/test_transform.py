@@ -40,6 +40,7 @@ def test_functions_run_python312_with_tracing_and_shared_environment(transformed
     fns = _of_type(transformed, "AWS::Lambda::Function")
     assert set(fns) == {
         "EventsFunction",
+        "TracesFunction",
         "HealthFunction",
         "WriterFunction",
         "StatsFunction",
@@ -77,6 +78,7 @@ def test_pyarrow_layer_only_on_the_writer_and_the_scheduled_jobs(transformed: di
     refs = {name: [layer["Ref"] for layer in fn["Properties"]["Layers"]] for name, fn in fns.items()}
     assert refs["WriterFunction"] == [common[0], data[0]]  # each once: no duplicate from Globals
     assert refs["EventsFunction"] == [common[0]]
+    assert refs["TracesFunction"] == [common[0]]
     assert refs["HealthFunction"] == [common[0]]
     assert refs["AnalyzerFunction"] == [common[0], data[0]]
     assert refs["ConsolidatorFunction"] == [common[0], data[0]]
@@ -223,3 +225,10 @@ def test_reporter_trust_parameter_allows_what_the_setting_accepts(
     except (ValueError, ConfigurationError):
         accepted = False
     assert (re.fullmatch(pattern, value) is not None) == accepted, value
+
+
+def test_the_api_passes_protobuf_bodies_through_as_binary(transformed: dict[str, Any]) -> None:
+    """OTLP/HTTP exporters POST application/x-protobuf to /v1/traces: without the binary media type
+    API Gateway would hand the function the bytes as (mangled) text instead of base64."""
+    api = transformed["Resources"]["OpsApi"]["Properties"]
+    assert "application/x-protobuf" in [t.replace("~1", "/") for t in api["BinaryMediaTypes"]]

@@ -17,6 +17,7 @@ REQUEST_PATH = sorted(
     [
         ROOT / "functions/observer/events.py",
         ROOT / "functions/observer/health.py",
+        ROOT / "functions/observer/traces.py",
         *(ROOT / "functions/gateway").glob("*.py"),
     ]
 )

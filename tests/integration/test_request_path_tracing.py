@@ -22,7 +22,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TRACE_ROOT = "1-5759e988-bd862e3fe1be46a994272793"
 REQUEST_PATH = sorted(
-    [ROOT / "functions/observer/events.py", *(ROOT / "functions/gateway").glob("*.py")],
+    [
+        ROOT / "functions/observer/events.py",
+        ROOT / "functions/observer/traces.py",
+        *(ROOT / "functions/gateway").glob("*.py"),
+    ],
 )
 #: Loaded only by the first request (a handler's import must not).
 DEFERRED = ("boto3", "botocore.client", "aws_xray_sdk", "aws_xray_sdk.core")
