@@ -8,14 +8,15 @@ PYTEST := $(BIN)/python -m pytest
 # local stack starts once), files handed out in collection order, where tests/conftest.py puts
 # the slow ones first (xdist would otherwise start with the files holding the most tests).
 PYTEST_N := $(PYTEST) -n auto --dist loadfile --no-loadscope-reorder
-SRC    := layers/common/opslake functions local bench tests
+SRC    := layers/common/opslake functions local bench tests sdk/python/src
 
 .PHONY: setup demo test test-fast pytest lint types unit integration infra bench build clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e 'sdk/python[otel]'  # the Python SDK, its own package
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv and install opslake with its dev and local extras
@@ -39,7 +40,7 @@ lint: setup
 	$(BIN)/ruff format --check $(SRC)
 
 types: setup
-	$(BIN)/mypy layers/common/opslake local/opslake_local functions
+	$(BIN)/mypy layers/common/opslake local/opslake_local functions sdk/python/src/opslake_sdk
 
 unit: setup
 	$(PYTEST_N) tests/unit

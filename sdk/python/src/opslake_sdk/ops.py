@@ -1,0 +1,194 @@
+"""Op records as ``POST /events`` takes them, built so that the server accepts them.
+
+The limits are the server's (``opslake.models.ops``, ``opslake.ingest.events``); the SDK applies
+them before sending, because an op the server rejects is an op lost: ids are cleaned (no
+surrounding or inner line breaks, 200 characters), texts cut to their limits with the server's
+truncation mark, attributes to 50 with valid keys. Redaction stays the server's job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import reprlib
+import time
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+MAX_OPS_PER_REQUEST = 500
+MAX_REQUEST_BYTES = 1024 * 1024
+MAX_ID_CHARS = 200
+MAX_SUMMARY_CHARS = 2_000
+MAX_ERROR_CHARS = 4_000
+MAX_ATTRIBUTES = 50
+MAX_ATTRIBUTE_KEY_CHARS = 128
+MAX_ATTRIBUTE_VALUE_CHARS = 1_000
+MAX_RECORD_BYTES = 64 * 1024
+MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0
+TRUNCATION_MARK = "…[truncated]"
+#: Room left in a record for what the server adds (reporter_id, defaults, JSON escaping).
+RECORD_MARGIN_BYTES = 4 * 1024
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.:\-]")
+
+_repr = reprlib.Repr()
+_repr.maxstring = 300
+_repr.maxother = 300
+_repr.maxlong = 100
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 20
+_repr.maxdict = 20
+_repr.maxlevel = 4
+
+
+def new_op_id() -> str:
+    """A ULID (48 bits of milliseconds, 80 random bits): unique, sortable by time, and the same on
+    every retry of the op it names, which is what makes a retry idempotent."""
+    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def utc_now() -> str:
+    """Now, as the op's ``ts`` (UTC, milliseconds, ``Z``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def well_formed(text: str) -> str:
+    """``text`` with lone surrogates as U+FFFD (JSON could carry them, the lake cannot)."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def truncate(text: str, limit: int) -> str:
+    """At most ``limit`` characters, ending with the server's truncation mark when cut."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK
+
+
+def clean_text(value: Any, limit: int) -> str | None:
+    """A free text field: a string, well formed, cut to ``limit``; None stays None."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    return truncate(well_formed(text[: limit * 2]), limit)
+
+
+def clean_id(value: Any) -> str | None:
+    """An id or label the server's rule accepts (1-200 characters, no surrounding whitespace):
+    inner whitespace runs (line breaks included) become one space; empty is None."""
+    if value is None:
+        return None
+    text = " ".join(well_formed(str(value)[: MAX_ID_CHARS * 4]).split())[:MAX_ID_CHARS].rstrip()
+    return text or None
+
+
+def safe_repr(value: Any) -> str:
+    """A bounded ``repr`` (long containers and strings elided); one that raises gives a
+    placeholder, never an error."""
+    try:
+        return _repr.repr(value)
+    except Exception:  # a broken __repr__ must not cost the op (nor the agent's call)
+        return f"<{type(value).__name__} object>"
+
+
+def bounded_repr(value: Any, limit: int = MAX_SUMMARY_CHARS) -> str:
+    """A summary of ``value``: a string as it is, anything else as :func:`safe_repr`; cut to
+    ``limit``."""
+    text = value if isinstance(value, str) else safe_repr(value)
+    return truncate(well_formed(text[: limit * 2]), limit)
+
+
+def summarize_call(args: tuple[Any, ...], kwargs: Mapping[str, Any], limit: int = MAX_SUMMARY_CHARS) -> str:
+    """A call's arguments as ``(a, 'b', key=value)``, each bounded, the whole cut to ``limit``."""
+    parts = [safe_repr(arg) for arg in args] + [f"{key}={safe_repr(value)}" for key, value in kwargs.items()]
+    return truncate(well_formed("(" + ", ".join(parts) + ")"), limit)
+
+
+def clean_attributes(attributes: Mapping[Any, Any] | None) -> dict[str, str | int | float | bool]:
+    """At most 50 attributes with keys the server accepts (other characters become ``_``) and
+    string, number or boolean values (anything else as bounded text; NaN and infinities as text)."""
+    out: dict[str, str | int | float | bool] = {}
+    for raw_key, raw in (attributes or {}).items():
+        if len(out) == MAX_ATTRIBUTES:
+            break
+        key = _BAD_KEY_CHARS.sub("_", str(raw_key))[:MAX_ATTRIBUTE_KEY_CHARS]
+        if not key or raw is None:
+            continue
+        value: str | int | float | bool
+        if isinstance(raw, bool | int) or (isinstance(raw, float) and math.isfinite(raw)):
+            value = raw
+        else:
+            value = bounded_repr(raw, MAX_ATTRIBUTE_VALUE_CHARS)
+            if not value:
+                continue
+        out[key] = value
+    return out
+
+
+def encode(op: Mapping[str, Any]) -> bytes:
+    """An op as compact UTF-8 JSON (what one element of ``{"ops": [...]}`` costs in bytes)."""
+    return json.dumps(op, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def fit_record(op: dict[str, Any]) -> bytes:
+    """The encoded op, shrunk when it would pass the server's 64 KiB record limit (only possible
+    with many long multi-byte attributes): attributes go first, then the summaries shorten."""
+    body = encode(op)
+    if len(body) <= MAX_RECORD_BYTES - RECORD_MARGIN_BYTES:
+        return body
+    if op.get("attributes"):
+        op["attributes"] = {"opslake_sdk.attributes_dropped": len(op["attributes"])}
+    for name in ("input_summary", "output_summary", "error"):
+        if isinstance(op.get(name), str):
+            op[name] = truncate(op[name], 500)
+    return encode(op)
+
+
+def build_op(
+    *,
+    endpoint: str,
+    success: bool,
+    duration_ms: float,
+    op_id: str | None = None,
+    ts: str | None = None,
+    agent_id: str | None = None,
+    session_id: str | None = None,
+    task_class: str | None = None,
+    trace_id: str | None = None,
+    source: str | None = None,
+    event_kind: str | None = None,
+    error: Any = None,
+    error_type: Any = None,
+    input_summary: Any = None,
+    output_summary: Any = None,
+    attributes: Mapping[Any, Any] | None = None,
+) -> dict[str, Any]:
+    """One op record for ``POST /events``, cleaned to its limits; fields that are None are left
+    out (the server fills its defaults)."""
+    duration = float(duration_ms) if math.isfinite(duration_ms) else 0.0
+    op: dict[str, Any] = {
+        "op_id": clean_id(op_id) or new_op_id(),
+        "ts": ts or utc_now(),
+        "endpoint": clean_id(endpoint) or "unknown",
+        "success": bool(success),
+        "duration_ms": round(min(max(duration, 0.0), MAX_DURATION_MS), 3),
+        "agent_id": clean_id(agent_id),
+        "session_id": clean_id(session_id),
+        "task_class": clean_id(task_class),
+        "trace_id": clean_id(trace_id),
+        "source": clean_id(source),
+        "event_kind": clean_id(event_kind),
+        "error": clean_text(error, MAX_ERROR_CHARS),
+        "error_type": clean_id(error_type),
+        "input_summary": clean_text(input_summary, MAX_SUMMARY_CHARS),
+        "output_summary": clean_text(output_summary, MAX_SUMMARY_CHARS),
+        "attributes": clean_attributes(attributes) or None,
+    }
+    return {name: value for name, value in op.items() if value is not None}

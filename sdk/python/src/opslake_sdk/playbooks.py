@@ -1,0 +1,208 @@
+"""The read side: ``GET /playbooks`` with ETag caching, and the entries it serves.
+
+The server sends an ``ETag`` with every answer and answers ``304 Not Modified`` (no body) to a
+request whose ``If-None-Match`` names it, so an agent that asks before every task pays for the
+entries once per change. The cache is per query (endpoint, task class, words, limit).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import httpx
+
+log = logging.getLogger("opslake_sdk")
+
+PLAYBOOKS_PATH = "/playbooks"
+MAX_CACHED_QUERIES = 256
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class PlaybookEntry:
+    """One piece of advice: when ``trigger`` holds, ``do`` (or ``avoid``, see ``kind``) ``action``.
+
+    Fields the server adds later land in ``extra`` rather than failing the read. Timestamps are
+    the server's ISO 8601 strings (UTC).
+    """
+
+    entry_id: str
+    trigger: str
+    action: str
+    kind: str = "do"
+    confidence: float = 0.0
+    domain: str | None = None
+    scope: str | None = None
+    endpoint: str | None = None
+    task_class: str | None = None
+    signature_id: str | None = None
+    source: str | None = None
+    distilled_by: str | None = None
+    status: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    published_at: str | None = None
+    evidence_count: int | None = None
+    evidence_agent_count: int | None = None
+    evidence_reporter_count: int | None = None
+    evidence_op_ids: tuple[str, ...] = ()
+    failure_rate_before: float | None = None
+    failure_rate_after: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> PlaybookEntry | None:
+        """An entry from the answer's JSON; None (and a log line) when the essentials are missing."""
+        if not isinstance(raw, dict):
+            return None
+        entry_id, trigger, action = (
+            _str(raw.get("entry_id")),
+            _str(raw.get("trigger")),
+            _str(raw.get("action")),
+        )
+        if not (entry_id and trigger and action):
+            log.warning("opslake: a playbook entry without entry_id, trigger or action was skipped")
+            return None
+        known = {f.name for f in fields(cls)}
+        floats = ("confidence", "failure_rate_before", "failure_rate_after")
+        ints = ("evidence_count", "evidence_agent_count", "evidence_reporter_count")
+        values: dict[str, Any] = {}
+        for name in known - {"entry_id", "trigger", "action", "extra", "evidence_op_ids", *floats, *ints}:
+            values[name] = _str(raw.get(name))
+        for name in floats:
+            values[name] = _float(raw.get(name))
+        for name in ints:
+            values[name] = _int(raw.get(name))
+        values["confidence"] = values["confidence"] or 0.0
+        values["kind"] = values["kind"] or "do"
+        op_ids = raw.get("evidence_op_ids")
+        values["evidence_op_ids"] = (
+            tuple(i for i in op_ids if isinstance(i, str)) if isinstance(op_ids, list) else ()
+        )
+        extra = {k: v for k, v in raw.items() if k not in known}
+        return cls(entry_id=entry_id, trigger=trigger, action=action, extra=extra, **values)
+
+
+@dataclass(frozen=True)
+class Playbooks:
+    """An answer of ``GET /playbooks``: iterate it for the entries (most confident first).
+
+    ``not_modified``: the server answered 304 and these are the cached entries. ``stale``: the
+    server could not be read (``error`` says why) and these are the last entries cached for this
+    query, or none.
+    """
+
+    entries: tuple[PlaybookEntry, ...] = ()
+    generated_at: str | None = None
+    etag: str | None = None
+    not_modified: bool = False
+    stale: bool = False
+    error: str | None = None
+
+    def __iter__(self) -> Iterator[PlaybookEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def entry_ids(self) -> list[str]:
+        return [entry.entry_id for entry in self.entries]
+
+
+def parse_answer(body: Any, etag: str | None) -> Playbooks:
+    """A 200's body; raises ValueError when it is not the playbooks shape."""
+    if not isinstance(body, dict) or not isinstance(body.get("entries"), list):
+        raise ValueError("the answer has no entries list")
+    entries = tuple(e for e in (PlaybookEntry.from_json(raw) for raw in body["entries"]) if e is not None)
+    return Playbooks(entries=entries, generated_at=_str(body.get("generated_at")), etag=etag)
+
+
+class PlaybookCache:
+    """The last answer per query, with its ETag (least recently used queries are forgotten)."""
+
+    def __init__(self, max_queries: int = MAX_CACHED_QUERIES) -> None:
+        self._answers: OrderedDict[tuple[tuple[str, str], ...], Playbooks] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_queries
+
+    def get(self, key: tuple[tuple[str, str], ...]) -> Playbooks | None:
+        with self._lock:
+            answer = self._answers.get(key)
+            if answer is not None:
+                self._answers.move_to_end(key)
+            return answer
+
+    def put(self, key: tuple[tuple[str, str], ...], answer: Playbooks) -> None:
+        with self._lock:
+            self._answers[key] = answer
+            self._answers.move_to_end(key)
+            while len(self._answers) > self._max:
+                self._answers.popitem(last=False)
+
+
+def query_params(
+    endpoint: str | None, task_class: str | None, q: str | None, limit: int | None
+) -> dict[str, str]:
+    """The query string (only what was given; the server's default limit is 10, at most 50)."""
+    params = {"endpoint": endpoint, "task_class": task_class, "q": q}
+    out = {k: v for k, v in params.items() if v}
+    if limit is not None:
+        out["limit"] = str(min(max(int(limit), 1), 50))
+    return out
+
+
+def fetch(
+    client: httpx.Client,
+    cache: PlaybookCache,
+    params: dict[str, str],
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+) -> tuple[Playbooks, bool]:
+    """One read, through the cache: (answer, whether the server was reached and answered 200/304).
+    Never raises: on failure the answer is the cached one (or empty), marked ``stale``."""
+    key = tuple(sorted(params.items()))
+    cached = cache.get(key)
+    request_headers = dict(headers)
+    if cached is not None and cached.etag:
+        request_headers["if-none-match"] = cached.etag
+    try:
+        answer = client.get(PLAYBOOKS_PATH, params=params, headers=request_headers, timeout=timeout)
+        if answer.status_code == 304 and cached is not None:
+            return Playbooks(
+                entries=cached.entries,
+                generated_at=cached.generated_at,
+                etag=answer.headers.get("etag") or cached.etag,
+                not_modified=True,
+            ), True
+        if answer.status_code != 200:
+            raise ValueError(f"{answer.status_code} {answer.text[:200]}")
+        fresh = parse_answer(answer.json(), answer.headers.get("etag"))
+    except (httpx.HTTPError, ValueError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning(
+            "opslake: GET /playbooks failed (%s); returning %s", reason, "cached" if cached else "none"
+        )
+        base = cached or Playbooks()
+        return Playbooks(
+            entries=base.entries, generated_at=base.generated_at, etag=base.etag, stale=True, error=reason
+        ), False
+    cache.put(key, fresh)
+    return fresh, True
