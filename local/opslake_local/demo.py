@@ -5,7 +5,10 @@ API), loads the sample dataset, and runs several cycles of the closed loop (opsl
 simulated agents call the real tools and make real mistakes, the writer lands their op records,
 the analyzer finds the failure signatures and diagnoses them, the consolidator turns evidence into
 playbook entries, and in the next cycle the agents that read playbooks fail less. The same seed
-runs a second fleet that never reads playbooks, so the difference is measured, not claimed.
+runs a second fleet that never reads playbooks, so the difference is measured, not claimed. The
+fleet that reads playbooks reports what only its runtimes know (model calls, corrections, rescues)
+as OpenTelemetry spans through the SDK's OTLP exporter to ``POST /v1/traces``; the other posts the
+same reports to ``POST /events``.
 
 Writes ``out/demo/report.html`` (self-contained) and copies the lake under ``out/demo/lake/``.
 The diagnoser is the heuristic unless ``OPSLAKE_LLM_BASE_URL`` and ``OPSLAKE_LLM_MODEL`` are set.
@@ -29,7 +32,15 @@ from opslake.config import load_settings
 from opslake.query.factory import create_engine
 from opslake_local.console import progress, text_table
 from opslake_local.http import LocalApi
-from opslake_local.loop import LOOP_ENV, LOOP_STEPS, CycleRow, LoopResult, run_loop
+from opslake_local.loop import (
+    LOOP_ENV,
+    LOOP_STEPS,
+    WITH_PREFIX,
+    WITHOUT_PREFIX,
+    CycleRow,
+    LoopResult,
+    run_loop,
+)
 from opslake_local.queries import load_queries, queries_dir, render
 from opslake_local.report import build_report, write_report
 from opslake_local.stack import QUIET_ENV, ApiKey, LocalStack
@@ -183,6 +194,8 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
                 _print("what the API refuses")
                 show_refusals(client, key)
             _print(f"{cycles} cycles: {agents} agents with playbooks, {agents} without, same seed")
+            print("runtime reports (model calls, corrections, rescues): agents with playbooks export "
+                  "OpenTelemetry spans to POST /v1/traces, agents without post to POST /events")  # fmt: skip
             print(text_table(CYCLE_HEADER, []))
             result = run_loop(
                 stack,
@@ -195,6 +208,7 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
                 on_step=step,
             )
             show_effect(result)
+            show_reporting(stack, result)
             step("reading signatures and playbook entries")
             show_signatures_and_entries(stack)
             step("copying the lake")
@@ -241,6 +255,43 @@ def show_effect(result: LoopResult) -> None:
     _print("the effect (cycles 2+, after the first playbook entries exist)")
     print(f"failure rate with playbooks {with_rate:.1%}   without {without_rate:.1%}   "
           f"(tool calls that failed / tool calls; same seeded tasks and mistakes in both fleets)")  # fmt: skip
+
+
+#: Per fleet, the ops in the lake that came through /v1/traces (they carry the span's id) and the
+#: runtime's ops that came through /events (not the gateway's, not /log records).
+REPORTED_OPS_SQL = f"""SELECT agent_id LIKE '{WITH_PREFIX}-%' AS with_playbooks,
+       count(DISTINCT CASE WHEN element_at(attributes, 'otel.span_id') IS NOT NULL THEN op_id END) AS otlp,
+       count(DISTINCT CASE WHEN element_at(attributes, 'otel.span_id') IS NULL AND source <> 'gateway'
+                            AND coalesce(event_kind, '') <> 'log' THEN op_id END) AS events
+FROM ops WHERE agent_id LIKE '{WITH_PREFIX}-%' OR agent_id LIKE '{WITHOUT_PREFIX}-%'
+GROUP BY 1"""
+
+
+def show_reporting(stack: LocalStack, result: LoopResult) -> None:
+    """How each fleet's runtime reports travelled (spans exported, or ops ``/events`` accepted) and
+    how many ops of each way in the lake holds (through the query engine)."""
+    engine = create_engine(load_settings(stack.environment), glue_client=stack.client("glue"))
+    in_lake = {bool(r["with_playbooks"]): r for r in engine.run(REPORTED_OPS_SQL).records()}
+    _print("how the runtimes reported (their own ops: model calls, corrections, rescues, checks)")
+    rows = []
+    for with_playbooks, arm in ((True, "with playbooks"), (False, "without playbooks")):
+        stats = [r.with_playbooks if with_playbooks else r.without_playbooks for r in result.rows]
+        lake = in_lake.get(with_playbooks, {})
+        if stats and stats[0].report == "otlp":
+            tasks, failed = sum(s.tasks.total() for s in stats), sum(s.spans_failed for s in stats)
+            sent = (
+                f"spans exported: {sum(s.spans_exported for s in stats)} ({tasks} invoke_agent, "
+                f"{sum(s.spans_reported for s in stats)} reports" + (f"; {failed} failed)" if failed else ")")
+            )
+            rows.append(
+                (arm, "OTLP, POST /v1/traces", sent, f"ops from OTLP in the lake: {lake.get('otlp', 0)}")
+            )
+        else:
+            sent = f"ops accepted: {sum(s.events_posted for s in stats)}"
+            rows.append(
+                (arm, "POST /events", sent, f"runtime ops from /events in the lake: {lake.get('events', 0)}")
+            )
+    print(text_table(["fleet", "runtime reports through", "sent", "landed"], rows))  # fmt: skip
 
 
 def show_signatures_and_entries(stack: LocalStack) -> None:

@@ -4,7 +4,9 @@ the agents read in the next cycle.
 Two fleets run the same seeded tasks in every cycle: one reads ``GET /playbooks`` before each task
 and follows what applies, the other never reads it. Their failure rates side by side measure what
 the playbooks change. Every step uses the real handlers: the HTTP API, the SQS writer, and the
-scheduled analyzer and consolidator invoked with the event EventBridge would send.
+scheduled analyzer and consolidator invoked with the event EventBridge would send. By default the
+fleet that reads playbooks reports its runtime's own ops as OpenTelemetry spans (``/v1/traces``)
+and the other posts them to ``/events``, so both ways in feed the same loop.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from opslake_local.drain import Drainer
 from opslake_local.invoke import Invoker
 from opslake_local.schedule import schedules
-from opslake_local.simulator import CycleStats, Simulator
+from opslake_local.simulator import CycleStats, Report, Simulator
 from opslake_local.stack import LocalStack
 
 ANALYZER = "AnalyzerFunction"
@@ -26,6 +28,8 @@ CONSOLIDATOR = "ConsolidatorFunction"
 # playbook snapshot at once. Everything else is the deployed configuration.
 LOOP_ENV = {"OPSLAKE_ANALYZER_SETTLE_S": "0", "OPSLAKE_SNAPSHOT_CACHE_S": "0"}
 LOOP_STEPS = 5  # steps of one cycle that ``on_step`` hears of: two fleets, writer, analyzer, consolidator
+#: The agents' name prefixes (their keys' names: ``pb-on-01``…) of the fleet with and without playbooks.
+WITH_PREFIX, WITHOUT_PREFIX = "pb-on", "pb-off"
 
 
 @dataclass
@@ -117,17 +121,28 @@ def run_loop(
     seed: int = 7,
     on_cycle: Callable[[CycleRow], None] | None = None,
     on_step: Callable[[str], None] | None = None,
+    with_report: Report = "otlp",
+    without_report: Report = "events",
 ) -> LoopResult:
     """Run ``cycles`` cycles of simulate → write → analyze → consolidate for both fleets.
     ``on_cycle`` gets each finished cycle; ``on_step`` the name of each step as it starts
-    (:data:`LOOP_STEPS` a cycle), for a progress display."""
+    (:data:`LOOP_STEPS` a cycle), for a progress display. ``with_report``/``without_report``: how
+    each fleet's runtime reports (``otlp`` spans or ``events``)."""
     drainer = Drainer(stack, invoker)
     step = on_step or (lambda _what: None)
     result = LoopResult()
     with (
-        Simulator.for_stack(stack, base_url, agents=agents, seed=seed, prefix="pb-on") as with_playbooks,
         Simulator.for_stack(
-            stack, base_url, agents=agents, seed=seed, prefix="pb-off", playbooks_enabled=False
+            stack, base_url, agents=agents, seed=seed, prefix=WITH_PREFIX, report=with_report
+        ) as with_playbooks,
+        Simulator.for_stack(
+            stack,
+            base_url,
+            agents=agents,
+            seed=seed,
+            prefix=WITHOUT_PREFIX,
+            playbooks_enabled=False,
+            report=without_report,
         ) as without_playbooks,
     ):
         for cycle in range(1, cycles + 1):

@@ -9,6 +9,7 @@ import pytest
 
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
+from opslake_local.demo import REPORTED_OPS_SQL
 from opslake_local.http import LocalApi
 from opslake_local.loop import LOOP_ENV, LOOP_STEPS, LoopResult, run_loop
 from opslake_local.stack import QUIET_ENV, LocalStack
@@ -92,3 +93,21 @@ def test_each_cycle_announces_its_steps(loop_run: tuple[LocalStack, LoopResult, 
         "cycle 1/3, consolidator",
     ]
     assert steps[-1] == "cycle 3/3, consolidator"
+
+
+def test_one_fleet_reports_through_otlp_spans_the_other_through_events(
+    loop: tuple[LocalStack, LoopResult],
+) -> None:
+    """The fleet with playbooks exports its runtime's reports as spans (the OpenTelemetry SDK to
+    /v1/traces), the other posts them to /events; the demo's count finds each way's ops in the lake."""
+    stack, result = loop
+    otlp = [row.with_playbooks for row in result.rows]
+    events = [row.without_playbooks for row in result.rows]
+    assert {s.report for s in otlp} == {"otlp"} and {s.report for s in events} == {"events"}
+    assert sum(s.events_posted for s in otlp) == 0 and sum(s.spans_failed for s in otlp) == 0
+    assert sum(s.spans_exported for s in events) == 0
+    # every task is an invoke_agent span, and every runtime report one more span
+    assert sum(s.spans_exported for s in otlp) == sum(s.spans_reported + s.tasks.total() for s in otlp)
+    lake = {bool(r["with_playbooks"]): r for r in sql(stack, REPORTED_OPS_SQL)}
+    assert lake[True]["otlp"] == sum(s.spans_exported for s in otlp) and lake[True]["events"] == 0
+    assert lake[False]["events"] == sum(s.events_posted for s in events) > 0 and lake[False]["otlp"] == 0

@@ -15,7 +15,15 @@ import pytest
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
 from opslake_local.drain import Drainer
-from opslake_local.simulator import MODES, SimAgent, Simulator, follow_entries, followed_modes, plan_task
+from opslake_local.simulator import (
+    MODES,
+    Report,
+    SimAgent,
+    Simulator,
+    follow_entries,
+    followed_modes,
+    plan_task,
+)
 from opslake_local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -167,3 +175,92 @@ def test_agents_follow_a_served_sql_entry(local: Local, stack: LocalStack) -> No
     assert with_.route_failures("/sql") < without.route_failures("/sql")
     # the entry names columns only: the row-cap mistake is still made as often
     assert with_.mistakes["sql_row_cap"] == without.mistakes["sql_row_cap"]
+
+
+RUNTIME_COLUMNS = (
+    "endpoint", "source", "event_kind", "success", "error_type", "error", "sig_hash", "applied_at_turn",
+    "correction", "rescue_attempted", "rescue_succeeded", "task_class", "duration_ms", "input_summary",
+    "output_summary",
+)  # fmt: skip
+
+
+def reporting_agents(stack: LocalStack, prefix: str) -> list[SimAgent]:
+    """Agents that always make the mistakes the runtime reports (a model-call timeout, a result cut
+    at the row cap, a guessed worker id), each followed by a correction and a rescue."""
+    planted = {"runtime_timeout": 1.0, "sql_row_cap": 1.0, "worker_guessed_id": 1.0}
+    return [
+        SimAgent(
+            name,
+            stack.create_api_key(name).value,
+            {mode: planted.get(mode, 0.0) for mode in MODES},
+            rescue_rate=1.0,
+            overseer_rate=1.0,
+            log_rate=0.0,
+        )
+        for name in (f"{prefix}-01", f"{prefix}-02")
+    ]
+
+
+@pytest.mark.slow
+def test_otlp_reports_land_as_the_ops_events_would_store(local: Local, stack: LocalStack) -> None:
+    """The same seeded fleet once through /events and once through OTLP spans (the SDK's exporter
+    to /v1/traces): the runtime's ops in the lake are the same, field by field, and each task's
+    ops share the trace of its invoke_agent op."""
+    _, _, drainer = local
+    runs = {}
+    fleets: tuple[tuple[Report, str], ...] = (("events", "simev"), ("otlp", "simot"))
+    for report, prefix in fleets:
+        with Simulator(
+            stack_url(local), reporting_agents(stack, prefix), seed=9, playbooks_enabled=False, report=report
+        ) as sim:
+            runs[report] = sim.run_cycle(tasks_per_agent=3)
+    events, otlp = runs["events"], runs["otlp"]
+    assert otlp.spans_failed == 0 and otlp.events_posted == 0
+    assert otlp.spans_exported == otlp.spans_reported + sum(otlp.tasks.values())  # reports + a span per task
+    assert events.events_posted == otlp.spans_reported > 0
+    assert drainer.drain().failed == 0
+
+    engine = create_engine(
+        load_settings({**stack.environment, "OPSLAKE_QUERY_ENGINE": "embedded"}),
+        glue_client=stack.client("glue"),
+    )
+    rows = engine.run(
+        f"SELECT agent_id, session_id, trace_id, attributes, {', '.join(RUNTIME_COLUMNS)} "
+        "FROM ops WHERE agent_id LIKE 'simev-%' OR agent_id LIKE 'simot-%'"
+    ).records()
+    for row in rows:
+        row["attributes"] = dict(row["attributes"] or ())  # a map column: (key, value) pairs
+
+    def runtime_ops(prefix: str) -> Counter[tuple[object, ...]]:
+        """The runtime's ops of a fleet, as comparable tuples (the session without the agent prefix)."""
+        return Counter(
+            (r["session_id"].split("-", 1)[1], *(r[c] for c in RUNTIME_COLUMNS), r["attributes"].get("mode"))
+            for r in rows
+            if r["agent_id"].startswith(prefix) and r["source"] in ("runtime", "overseer_correction")
+        )
+
+    from_events, from_otlp = runtime_ops("simev"), runtime_ops("simot")
+    assert sum(from_otlp.values()) == otlp.spans_reported
+    assert from_otlp == from_events
+    # (session, endpoint, source, event_kind, success, error_type, ...): every kind of report, failures too
+    assert {k[3] for k in from_otlp} == {"model_call", "rescue", "correction", "result_check"}
+    assert ("runtime:model_call", "model_call", False, "Timeout") in {
+        (k[1], k[3], k[4], k[5]) for k in from_otlp
+    }
+
+    otlp_rows = [r for r in rows if r["agent_id"].startswith("simot")]
+    tasks = [r for r in otlp_rows if r["attributes"].get("otlp.op") == "agent"]
+    assert len(tasks) == sum(otlp.tasks.values())
+    for task in tasks:
+        assert task["endpoint"] == f"invoke_agent {task['agent_id']}" and task["success"]
+        assert task["source"] == "otlp" and task["attributes"]["gen_ai.operation.name"] == "invoke_agent"
+        session = [r for r in otlp_rows if r["session_id"] == task["session_id"]]
+        reports = [r for r in session if r["source"] in ("runtime", "overseer_correction")]
+        assert reports and {r["trace_id"] for r in session} == {task["trace_id"]}  # tool calls too
+        assert {r["attributes"]["otel.parent_span_id"] for r in reports} == {
+            task["attributes"]["otel.span_id"]
+        }
+    chats = [r for r in otlp_rows if r["attributes"].get("gen_ai.operation.name") == "chat"]
+    assert chats and all(r["endpoint"] == "runtime:model_call" for r in chats)
+    assert all(r["attributes"]["gen_ai.request.model"] for r in chats)
+    assert {r["error_type"] for r in chats if not r["success"]} == {"Timeout"}

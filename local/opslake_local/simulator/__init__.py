@@ -5,7 +5,9 @@ Every call goes over HTTP (httpx) to the API the local stack serves, so each one
 record through the gateway's observation middleware; the mistakes are real requests that the
 tools really refuse (an unknown column, an unknown worker id, ``/match`` without its filters, a
 malformed body), and what only a runtime knows (a model call that timed out, a result cut at the
-row cap, a rescue, an overseer's correction) is reported to ``POST /events``.
+row cap, a rescue, an overseer's correction) is reported to ``POST /events`` or, with
+``report="otlp"``, exported as OpenTelemetry spans to ``POST /v1/traces`` (:mod:`.otlp`: an
+``invoke_agent`` span per task, a GenAI ``chat`` span per model call, ``opslake.*`` attributes).
 
 **Tasks** (each sent with ``x-opslake-task-class`` and an ``x-opslake-session-id`` per task):
 ``staff_job``, ``sql_question`` and ``worker_lookup``, step by step in :mod:`.tasks`.
@@ -20,12 +22,18 @@ that apply; which entry switches off which mistake is decided in one place, :mod
 ``playbooks_enabled=False`` agents never read ``/playbooks`` (the "without" arm).
 
 Modules: :mod:`.modes` (mistakes, tasks, questions), :mod:`.agents`, :mod:`.plan`, :mod:`.follow`,
-:mod:`.tasks` (what each task does), :mod:`.client` (HTTP and ``/events`` plumbing), :mod:`.stats`
-(:class:`CycleStats`), :mod:`.fleet` (:class:`Simulator`).
+:mod:`.tasks` (what each task does), :mod:`.client` (HTTP and ``/events`` plumbing), :mod:`.otlp`
+(the same reports as spans), :mod:`.stats` (:class:`CycleStats`), :mod:`.fleet` (:class:`Simulator`).
 """
 
 from opslake_local.simulator.agents import SimAgent, create_agents, mistake_profile
-from opslake_local.simulator.client import SESSION_HEADER, TASK_CLASS_HEADER, TaskClient, sig_hash
+from opslake_local.simulator.client import (
+    SESSION_HEADER,
+    TASK_CLASS_HEADER,
+    TRACE_HEADER,
+    TaskClient,
+    sig_hash,
+)
 from opslake_local.simulator.fleet import Simulator
 from opslake_local.simulator.follow import follow_entries, followed_modes
 from opslake_local.simulator.modes import (
@@ -40,6 +48,7 @@ from opslake_local.simulator.modes import (
     Mode,
     Question,
 )
+from opslake_local.simulator.otlp import REPORTS, ModelCall, Report, SpanReporter, TaskSpans
 from opslake_local.simulator.plan import TaskPlan, plan_task
 from opslake_local.simulator.stats import Call, CycleStats
 from opslake_local.simulator.tasks import ROW_LIMIT, TaskRun
@@ -49,22 +58,28 @@ __all__ = [
     "MODEL_CALL",
     "MODES",
     "QUESTIONS",
+    "REPORTS",
     "ROW_LIMIT",
     "SESSION_HEADER",
     "TASK_CLASSES",
     "TASK_CLASS_HEADER",
     "TASK_ENDPOINTS",
     "TASK_MODES",
+    "TRACE_HEADER",
     "WORKER_ROUTE",
     "Call",
     "CycleStats",
     "Mode",
+    "ModelCall",
     "Question",
+    "Report",
     "SimAgent",
     "Simulator",
+    "SpanReporter",
     "TaskClient",
     "TaskPlan",
     "TaskRun",
+    "TaskSpans",
     "create_agents",
     "follow_entries",
     "followed_modes",

@@ -1,6 +1,7 @@
 """One task's HTTP side: every tool call goes to the local API with the agent's key and the task's
-session and class headers, and what only the runtime knows is reported to ``POST /events``; each
-call and report leaves its trace in the cycle's :class:`CycleStats`."""
+session and class headers, and what only the runtime knows is reported to ``POST /events`` or, for
+a fleet that reports through OTLP, as spans of the task's trace (:mod:`.otlp`); each call and
+report leaves its trace in the cycle's :class:`CycleStats`."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from typing import Any
 import httpx
 
 from opslake_local.simulator.agents import SimAgent
+from opslake_local.simulator.otlp import ModelCall, TaskSpans
 from opslake_local.simulator.stats import Call, CycleStats
 
 SESSION_HEADER = "x-opslake-session-id"
 TASK_CLASS_HEADER = "x-opslake-task-class"
+TRACE_HEADER = "x-opslake-trace-id"
 
 
 def sig_hash(endpoint: str, error: str | None) -> str:
@@ -25,10 +28,17 @@ def sig_hash(endpoint: str, error: str | None) -> str:
 
 class TaskClient:
     """The HTTP calls of one task by one agent, counted in ``stats`` (``turn`` is the number of tool
-    calls made so far: the runtime's turn in its reports)."""
+    calls made so far: the runtime's turn in its reports). With ``spans`` (the task's trace) the
+    runtime reports as spans and every tool call names the task's trace id."""
 
     def __init__(
-        self, http: httpx.Client, stats: CycleStats, agent: SimAgent, task_class: str, session: str
+        self,
+        http: httpx.Client,
+        stats: CycleStats,
+        agent: SimAgent,
+        task_class: str,
+        session: str,
+        spans: TaskSpans | None = None,
     ) -> None:
         self.http, self.stats, self.agent, self.task_class = http, stats, agent, task_class
         self.headers = {
@@ -36,7 +46,10 @@ class TaskClient:
             SESSION_HEADER: session,
             TASK_CLASS_HEADER: task_class,
         }
+        if spans is not None:
+            self.headers[TRACE_HEADER] = spans.trace_id
         self.session = session
+        self.spans = spans
         self.turn = 0
 
     def call(
@@ -79,13 +92,19 @@ class TaskClient:
         )
         return response.status_code, payload
 
-    def events(self, *ops: dict[str, Any]) -> None:
-        """Report runtime-side ops (the simulated runtime's own knowledge) to POST /events."""
+    def events(self, *ops: dict[str, Any], model: ModelCall | None = None) -> None:
+        """Report runtime-side ops (the simulated runtime's own knowledge): to POST /events, or as
+        one span each in the task's trace (``model``: the ops are the runtime's model calls)."""
         base = {
             "agent_id": self.agent.agent_id,
             "session_id": self.session,
             "task_class": self.task_class,
         }
+        if self.spans is not None:
+            for op in ops:
+                self.spans.report({**base, **op}, model)
+            self.stats.spans_reported += len(ops)
+            return
         body = {"ops": [{**base, **op} for op in ops]}
         response = self.http.post("/events", json=body, headers={"x-api-key": self.agent.api_key})
         if response.status_code == 202:

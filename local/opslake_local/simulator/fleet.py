@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import httpx
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from opslake_local.simulator.agents import SimAgent, create_agents
 from opslake_local.simulator.client import TaskClient
+from opslake_local.simulator.otlp import REPORTS, Report, SpanReporter, TaskSpans, otlp_exporter
 from opslake_local.simulator.plan import TaskPlan, plan_task
 from opslake_local.simulator.stats import CycleStats
 from opslake_local.simulator.tasks import TaskRun
@@ -20,6 +24,9 @@ class Simulator:
     """A fleet of agents; each :meth:`run_cycle` runs ``tasks_per_agent`` tasks per agent.
 
     Deterministic for a seed: cycle ``c`` of agent ``i`` draws from ``Random("seed:c:i")``.
+    ``report`` is how the runtimes report what only they know: ``events`` (``POST /events``) or
+    ``otlp`` (OpenTelemetry spans to ``/v1/traces``, exported by ``exporter_for(agent)``, by
+    default OTLP/HTTP with the agent's key; flushed at the end of each cycle).
     """
 
     def __init__(
@@ -32,9 +39,13 @@ class Simulator:
         min_confidence: float = 0.0,
         http: httpx.Client | None = None,
         timeout_s: float = 60.0,
+        report: Report = "events",
+        exporter_for: Callable[[SimAgent], SpanExporter] | None = None,
     ) -> None:
         if not agents:
             raise ValueError("a simulator needs at least one agent")
+        if report not in REPORTS:
+            raise ValueError(f"report must be one of {', '.join(REPORTS)}, got {report!r}")
         self.base_url = base_url
         self.agents = list(agents)
         self.seed = seed
@@ -42,8 +53,12 @@ class Simulator:
         self.min_confidence = min_confidence
         self.http = http or httpx.Client(base_url=base_url, timeout=timeout_s)
         self._own_http = http is None
+        self.report = report
+        self.spans = (
+            SpanReporter(exporter_for or partial(otlp_exporter, base_url)) if report == "otlp" else None
+        )
         self.cycle = 0
-        self.stats = CycleStats(cycle=0, playbooks_enabled=playbooks_enabled)
+        self.stats = CycleStats(cycle=0, playbooks_enabled=playbooks_enabled, report=report)
 
     @classmethod
     def for_stack(
@@ -77,24 +92,51 @@ class Simulator:
         self.cycle += 1
         started = time.perf_counter()
         self.stats = CycleStats(
-            cycle=self.cycle, playbooks_enabled=self.playbooks_enabled, agents=len(self.agents)
+            cycle=self.cycle,
+            playbooks_enabled=self.playbooks_enabled,
+            agents=len(self.agents),
+            report=self.report,
         )
+        exported, failed = (self.spans.exported, self.spans.failed) if self.spans else (0, 0)
         plans = self.plans(self.cycle, tasks_per_agent)
         for number in range(tasks_per_agent):
             for agent, agent_plans in zip(self.agents, plans, strict=True):
                 plan = agent_plans[number]
                 session = f"{agent.agent_id}-c{self.cycle:03d}-t{number + 1:02d}"
                 self.stats.tasks[plan.task_class] += 1
-                client = TaskClient(self.http, self.stats, agent, plan.task_class, session)
-                task = TaskRun(
-                    client, plan, playbooks_enabled=self.playbooks_enabled, min_confidence=self.min_confidence
-                )
-                if task.run():
+                with self._task_spans(agent, plan.task_class, session) as spans:
+                    client = TaskClient(self.http, self.stats, agent, plan.task_class, session, spans)
+                    task = TaskRun(
+                        client,
+                        plan,
+                        playbooks_enabled=self.playbooks_enabled,
+                        min_confidence=self.min_confidence,
+                    )
+                    succeeded = task.run()
+                    if spans is not None:
+                        spans.finish(succeeded)
+                if succeeded:
                     self.stats.tasks_succeeded += 1
+        if self.spans is not None:
+            # the cycle's spans reach /v1/traces before it returns: the loop's writer runs next
+            self.spans.flush()
+            self.stats.spans_exported = self.spans.exported - exported
+            self.stats.spans_failed = self.spans.failed - failed
         self.stats.elapsed_s = round(time.perf_counter() - started, 3)
         return self.stats
 
+    @contextmanager
+    def _task_spans(self, agent: SimAgent, task_class: str, session: str) -> Iterator[TaskSpans | None]:
+        """The task's ``invoke_agent`` span when the fleet reports through OTLP, else None."""
+        if self.spans is None:
+            yield None
+            return
+        with self.spans.task(agent, task_class, session) as spans:
+            yield spans
+
     def close(self) -> None:
+        if self.spans is not None:
+            self.spans.shutdown()  # flushes what is left, stops the export threads
         if self._own_http:
             self.http.close()
 

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 TASK_CLASSES = ("staff_job", "sql_question", "worker_lookup")
 WORKER_ROUTE = "/worker/{id}"
 MODEL_CALL = "runtime:model_call"
+# The runtime's own model call (its span's model and token usage when the fleet reports through OTLP).
+RUNTIME_MODEL = "sim-large-1"
+PROMPT_TOKENS = 48_000  # the prompt that times out
+SMALLER_PROMPT_TOKENS = 12_000  # the retry's
+ANSWER_TOKENS = 600
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ QUESTIONS: tuple[Question, ...] = (
              "SELECT worker_id, rating FROM workers WHERE role = '{role}'"),
 )  # fmt: skip
 
-# What an overseer tells an agent after each mistake (reported to /events as a correction).
+# What an overseer tells an agent after each mistake (reported by the runtime as a correction).
 CORRECTIONS = {
     "sql_guessed_column": "describe the table with GET /tables/{name} and use its columns (hourly_rate, not salary)",
     "sql_row_cap": "aggregate in SQL (count(*), avg) instead of listing rows: the answer was cut at the row cap",

@@ -23,16 +23,23 @@ class Call:
 @dataclass
 class CycleStats:
     """What one cycle did. ``failures_seen`` counts every failure an agent saw: tool answers
-    >= 400, answers cut at the row cap, and its own model-call timeouts."""
+    >= 400, answers cut at the row cap, and its own model-call timeouts. ``report`` is how the
+    runtime's own ops travelled: ``events`` (``events_posted``: ops ``POST /events`` accepted) or
+    ``otlp`` (``spans_reported``: report spans made; ``spans_exported``: spans ``/v1/traces``
+    took, the task spans included; ``spans_failed``: spans no export delivered)."""
 
     cycle: int
     playbooks_enabled: bool
     agents: int = 0
+    report: str = "events"
     tasks: Counter[str] = field(default_factory=Counter)
     tasks_succeeded: int = 0
     tool_calls: int = 0
     tool_failures: int = 0
     events_posted: int = 0
+    spans_reported: int = 0
+    spans_exported: int = 0
+    spans_failed: int = 0
     logs_posted: int = 0
     failures_seen: int = 0
     mistakes: Counter[str] = field(default_factory=Counter)  # planted mistakes actually made
@@ -47,9 +54,15 @@ class CycleStats:
 
     @property
     def ops_sent(self) -> int:
-        """Op records this cycle produced: one per tool call and playbook read, one per op in /events,
-        one extra per /log."""
-        return self.tool_calls + self.playbook_reads + self.events_posted + self.logs_posted
+        """Op records this cycle produced: one per tool call and playbook read, one per op in /events
+        or span exported (every span the simulator exports is op-shaped), one extra per /log."""
+        return (
+            self.tool_calls
+            + self.playbook_reads
+            + self.events_posted
+            + self.spans_exported
+            + self.logs_posted
+        )
 
     @property
     def failure_rate(self) -> float:

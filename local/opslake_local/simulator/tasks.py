@@ -24,7 +24,17 @@ from typing import Any
 
 from opslake_local.simulator.client import TaskClient, sig_hash
 from opslake_local.simulator.follow import follow_entries
-from opslake_local.simulator.modes import CORRECTIONS, MODEL_CALL, TASK_ENDPOINTS, WORKER_ROUTE
+from opslake_local.simulator.modes import (
+    ANSWER_TOKENS,
+    CORRECTIONS,
+    MODEL_CALL,
+    PROMPT_TOKENS,
+    RUNTIME_MODEL,
+    SMALLER_PROMPT_TOKENS,
+    TASK_ENDPOINTS,
+    WORKER_ROUTE,
+)
+from opslake_local.simulator.otlp import ModelCall
 from opslake_local.simulator.plan import TaskPlan
 
 ROW_LIMIT = 100  # what an agent asks /sql for when it lists rows
@@ -56,7 +66,7 @@ class TaskRun:
 
     def after_failure(self, route: str, error: str | None, mode: str, retry: Callable[[], bool]) -> bool:
         """The runtime's side of a failed step: maybe an overseer correction, maybe a rescue (a real
-        retry done the careful way), each reported to /events. True if the step finally worked."""
+        retry done the careful way), each reported by the runtime. True if the step finally worked."""
         failed_turn = self.client.turn
         if self.plan.overseer:
             self.stats.corrections += 1
@@ -125,7 +135,8 @@ class TaskRun:
                 "error_type": "Timeout",
                 "error": "model call timed out after 30000 ms (prompt of 48k tokens)",
                 "sig_hash": sig_hash(MODEL_CALL, "Timeout"),
-            }
+            },
+            model=ModelCall(RUNTIME_MODEL, PROMPT_TOKENS),
         )
         rescued = self.plan.timeout_rescued
         self.stats.rescues["succeeded" if rescued else "failed"] += 1
@@ -141,7 +152,8 @@ class TaskRun:
                 "rescue_succeeded": rescued,
                 "output_summary": "retried with a smaller prompt",
                 **({} if rescued else {"error_type": "Timeout", "error": "retry timed out as well"}),
-            }
+            },
+            model=ModelCall(RUNTIME_MODEL, SMALLER_PROMPT_TOKENS, ANSWER_TOKENS if rescued else 0),
         )
         self.ok = self.ok and rescued
 

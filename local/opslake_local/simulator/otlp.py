@@ -1,0 +1,239 @@
+"""``report="otlp"``: the simulated runtime reports what only it knows as OpenTelemetry spans, the
+way an instrumented agent framework would, instead of posting ops to ``POST /events``.
+
+Each agent is its own runtime: a :class:`~opentelemetry.sdk.trace.TracerProvider` with the resource
+``service.name`` = the agent id and a batch processor whose OTLP/HTTP exporter (protobuf, gzip)
+sends to ``<base_url>/v1/traces`` with the agent's own API key (the key says who reported, as for
+``/events``). Each task runs inside an ``invoke_agent`` span (GenAI semantic conventions), so every
+report of a task shares its trace id; the tool calls carry that trace id too
+(``x-opslake-trace-id``), since the gateway already records each of them (no ``execute_tool``
+spans: the same call would be counted twice).
+
+A report is the op the runtime would have posted to ``/events``, written as one span: the runtime's
+model call is a GenAI ``chat`` span (model, token usage, status ERROR with the timeout as an
+exception event); a correction, a rescue or a result check is an ``opslake.*`` span. Every report
+carries ``opslake.endpoint`` and the other ``opslake.*`` extension attributes, so ``/v1/traces``
+stores the same op ``/events`` would have (apart from its id, trace id and the span's own
+attributes). Attribute names come from the convention packages; only the ``opslake.*`` names are
+opslake's own (the /v1/traces contract).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from openinference.semconv.trace import SpanAttributes as OpenInference
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv._incubating.attributes.session_attributes import SESSION_ID
+from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_trace_id
+from opentelemetry.util.types import AttributeValue
+
+from opslake_local.simulator.agents import SimAgent
+
+Report = Literal["events", "otlp"]
+REPORTS: tuple[Report, ...] = ("events", "otlp")
+TRACES_PATH = "/v1/traces"
+SCOPE = "opslake_local.simulator"
+Operation = gen_ai.GenAiOperationNameValues
+
+# opslake's extension attributes (the /v1/traces contract): each maps to the /events field of its name.
+OPSLAKE_PREFIX = "opslake."
+OPSLAKE_ENDPOINT = "opslake.endpoint"
+OPSLAKE_ATTRIBUTES_PREFIX = "opslake.attributes."
+OPSLAKE_FIELDS = (
+    "source", "event_kind", "task_class", "sig_hash", "correction", "applied_at_turn",
+    "rescue_attempted", "rescue_succeeded",
+)  # fmt: skip
+#: Set on the ``invoke_agent`` span when the task ends: whether it reached its goal. Not a status:
+#: a task fails because a tool call failed, and that failure is already an op of its own.
+TASK_SUCCEEDED = OPSLAKE_ATTRIBUTES_PREFIX + "task_succeeded"
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What the span of the runtime's own model call says beyond its op: the model and its tokens."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int = 0
+
+
+class CountingExporter(SpanExporter):
+    """An exporter that counts the spans its inner exporter delivered and the ones it could not
+    (the export thread calls it; the simulator reads the counts after a flush)."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.exported = 0
+        self.failed = 0
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        with self._lock:
+            if result is SpanExportResult.SUCCESS:
+                self.exported += len(spans)
+            else:
+                self.failed += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def otlp_exporter(base_url: str, agent: SimAgent) -> SpanExporter:
+    """The exporter of one agent's runtime: OTLP/HTTP protobuf, gzip, with the agent's API key."""
+    return OTLPSpanExporter(
+        endpoint=base_url.rstrip("/") + TRACES_PATH,
+        headers={"x-api-key": agent.api_key},
+        compression=Compression.Gzip,
+    )
+
+
+def op_attributes(op: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """The span attributes that carry an ``/events`` op's fields (``agent_id`` comes from the
+    resource, ``success``/``error`` from the status, ``duration_ms`` from the span's times)."""
+    attributes: dict[str, AttributeValue] = {OPSLAKE_ENDPOINT: op["endpoint"]}
+    if op.get("session_id"):
+        attributes[SESSION_ID] = op["session_id"]
+    for name in OPSLAKE_FIELDS:
+        if op.get(name) is not None:
+            attributes[OPSLAKE_PREFIX + name] = op[name]
+    for key, value in (op.get("attributes") or {}).items():
+        attributes[OPSLAKE_ATTRIBUTES_PREFIX + key] = value
+    if op.get("input_summary"):
+        attributes[OpenInference.INPUT_VALUE] = op["input_summary"]
+    if op.get("output_summary"):
+        attributes[OpenInference.OUTPUT_VALUE] = op["output_summary"]
+    if not op["success"] and op.get("error_type"):
+        attributes[ERROR_TYPE] = op["error_type"]
+    return attributes
+
+
+def model_attributes(model: ModelCall) -> dict[str, AttributeValue]:
+    """A GenAI ``chat`` span's own attributes: operation, requested model and token usage."""
+    attributes: dict[str, AttributeValue] = {
+        gen_ai.GEN_AI_OPERATION_NAME: Operation.CHAT.value,
+        gen_ai.GEN_AI_REQUEST_MODEL: model.model,
+        gen_ai.GEN_AI_USAGE_INPUT_TOKENS: model.input_tokens,
+    }
+    if model.output_tokens:
+        attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = model.output_tokens
+    return attributes
+
+
+class TaskSpans:
+    """The spans of one task: its ``invoke_agent`` span and the runtime's reports inside it.
+
+    A report's span starts when it is reported and lasts the op's ``duration_ms`` (the simulated
+    runtime's time, as ``/events`` would have been told); the task span ends after the last one.
+    """
+
+    def __init__(self, tracer: trace.Tracer, span: Span) -> None:
+        self.tracer, self.span = tracer, span
+        self.context = trace.set_span_in_context(span)
+        self.trace_id = format_trace_id(span.get_span_context().trace_id)
+        self.reported = 0
+        self.last_end_ns = 0
+
+    def report(self, op: Mapping[str, Any], model: ModelCall | None = None) -> None:
+        """One runtime op as one span: a GenAI ``chat`` span for a model call, else an ``opslake.*``
+        span named after its event kind and endpoint."""
+        attributes = op_attributes(op)
+        if model is not None:
+            attributes.update(model_attributes(model))
+            name, kind = f"{Operation.CHAT.value} {model.model}", SpanKind.CLIENT
+        else:
+            name, kind = f"{op.get('event_kind') or 'report'} {op['endpoint']}", SpanKind.INTERNAL
+        start = time.time_ns()
+        end = start + round(float(op["duration_ms"]) * 1e6)
+        span = self.tracer.start_span(name, self.context, kind, attributes, start_time=start)
+        if not op["success"]:
+            error = str(op.get("error") or op.get("error_type") or "failed")
+            if model is not None:  # the call raised: its exception event, as an instrumentation records it
+                span.record_exception(TimeoutError(error), timestamp=end, escaped=True)
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=end)
+        self.reported += 1
+        self.last_end_ns = max(self.last_end_ns, end)
+
+    def finish(self, succeeded: bool) -> None:
+        """Record the task's outcome on its span (an attribute: see :data:`TASK_SUCCEEDED`)."""
+        self.span.set_attribute(TASK_SUCCEEDED, succeeded)
+
+
+class SpanReporter:
+    """A fleet's OTLP reporting: one tracer provider per agent (its resource and its key), created
+    when the agent runs its first task, flushed by :meth:`flush`, shut down by :meth:`shutdown`."""
+
+    def __init__(self, exporter_for: Callable[[SimAgent], SpanExporter]) -> None:
+        self.exporter_for = exporter_for
+        self._runtimes: dict[str, tuple[TracerProvider, CountingExporter]] = {}
+
+    def _tracer(self, agent: SimAgent) -> trace.Tracer:
+        if agent.agent_id not in self._runtimes:
+            exporter = CountingExporter(self.exporter_for(agent))
+            provider = TracerProvider(resource=Resource.create({SERVICE_NAME: agent.agent_id}))
+            provider.add_span_processor(BatchSpanProcessor(exporter))
+            self._runtimes[agent.agent_id] = (provider, exporter)
+        return self._runtimes[agent.agent_id][0].get_tracer(SCOPE)
+
+    @contextmanager
+    def task(self, agent: SimAgent, task_class: str, session: str) -> Iterator[TaskSpans]:
+        """The ``invoke_agent`` span of one task (GenAI conventions: agent id and name, session as
+        ``session.id`` and ``gen_ai.conversation.id``); the task's reports go inside it."""
+        tracer = self._tracer(agent)
+        attributes: dict[str, AttributeValue] = {
+            gen_ai.GEN_AI_OPERATION_NAME: Operation.INVOKE_AGENT.value,
+            gen_ai.GEN_AI_AGENT_ID: agent.agent_id,
+            gen_ai.GEN_AI_AGENT_NAME: agent.agent_id,
+            SESSION_ID: session,
+            gen_ai.GEN_AI_CONVERSATION_ID: session,
+            OPSLAKE_PREFIX + "task_class": task_class,
+        }
+        name = f"{Operation.INVOKE_AGENT.value} {agent.agent_id}"
+        span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        spans = TaskSpans(tracer, span)
+        try:
+            yield spans
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            raise
+        finally:
+            span.end(end_time=max(time.time_ns(), spans.last_end_ns))
+
+    def flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export every ended span now (the loop's writer must see them before the analyzer runs)."""
+        return all(provider.force_flush(timeout_millis) for provider, _ in self._runtimes.values())
+
+    @property
+    def exported(self) -> int:
+        """Spans the exporters delivered so far (all agents)."""
+        return sum(exporter.exported for _, exporter in self._runtimes.values())
+
+    @property
+    def failed(self) -> int:
+        """Spans the exporters could not deliver so far (all agents)."""
+        return sum(exporter.failed for _, exporter in self._runtimes.values())
+
+    def shutdown(self) -> None:
+        for provider, _ in self._runtimes.values():
+            provider.shutdown()
+        self._runtimes.clear()
