@@ -639,6 +639,21 @@ def test_playbooks_are_cached_per_query_by_etag(make: Factory) -> None:
     assert (stats.playbook_requests, stats.playbook_not_modified, stats.playbook_errors) == (4, 1, 0)
 
 
+def test_async_agents_read_playbooks_without_blocking_the_loop(make: Factory) -> None:
+    ol, api = make()
+    seen = playbooks_server(api, {"question": {"entries": [ENTRY], "generated_at": None}})
+
+    async def agent() -> tuple[list[str], bool]:
+        with ol.context(session_id="run-9"):
+            first = await ol.aplaybooks(task_class="question")
+            again = await ol.aplaybooks(task_class="question")
+        return first.entry_ids, again.not_modified
+
+    assert asyncio.run(agent()) == (["pb_1"], True)
+    assert seen[0].headers["x-opslake-session-id"] == "run-9"  # the caller's context went along
+    assert seen[0].headers["x-opslake-task-class"] == "question"
+
+
 def test_playbooks_when_opslake_cannot_be_read(make: Factory) -> None:
     ol, api = make()
     answers: dict[str, Any] = {"question": {"entries": [ENTRY], "generated_at": None}}

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -21,6 +23,7 @@ from opslake.query.embedded import EmbeddedEngine
 from opslake_local.drain import Drainer
 from opslake_local.stack import LocalStack
 from tests.integration.conftest import local  # noqa: F401  (one local stack for this module)
+from tests.integration.jobs_support import compact_closed_hours
 
 pytestmark = pytest.mark.integration
 
@@ -127,6 +130,48 @@ def lake_records_for_endpoint(endpoint: str) -> list[dict[str, Any]]:
     )
 
 
+class LosingProxy:
+    """A real HTTP proxy in front of the stack that forwards the first ``POST /events`` and then
+    drops the connection without an answer: the server has accepted the ops, the client cannot
+    know (the ambiguous failure only idempotent op ids make safe). Everything else is forwarded."""
+
+    def __init__(self, upstream: str) -> None:
+        self.lost = 0
+        self.upstream_statuses: list[int] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
+                }
+                answer = httpx.post(upstream + self.path, content=body, headers=headers, timeout=60)
+                proxy.upstream_statuses.append(answer.status_code)
+                if proxy.lost == 0:
+                    proxy.lost += 1
+                    self.close_connection = True  # accepted upstream; the answer never reaches the client
+                    return
+                self.send_response(answer.status_code)
+                for name in ("content-type", "retry-after"):
+                    if name in answer.headers:
+                        self.send_header(name, answer.headers[name])
+                self.send_header("content-length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def test_the_buffer_bound_holds_and_what_was_queued_lands(local: Local, api_key: str) -> None:  # noqa: F811
     _, client, drainer = local
     ol = opslake_sdk.Opslake(str(client.base_url), api_key, max_queue=5, flush_interval=60)
@@ -226,3 +271,24 @@ def test_spans_exported_through_the_otel_helper_land_as_ops(local: Local, api_ke
     assert drainer.drain().failed == 0
     [record] = lake_records_for_endpoint("tool:lookup_worker_otel")
     assert (record["agent_id"], record["source"], record["trace_id"]) == ("otel-agent", "otlp", trace_id)
+
+
+# Last in the module: compaction runs with the clock hours ahead, after which the current hour
+# reads from its compacted files (ops written later in this hour would not show until the next run).
+def test_a_lost_answer_is_retried_and_the_lake_keeps_each_op_once(local: Local, api_key: str) -> None:  # noqa: F811
+    stack, client, drainer = local
+    proxy = LosingProxy(str(client.base_url).rstrip("/"))
+    ol = opslake_sdk.Opslake(proxy.url, api_key, agent_id="sdk-agent", max_backoff=0.2)
+    try:
+        op_ids = [ol.record(endpoint="tool:lost_answer", success=True, duration_ms=2) for _ in range(7)]
+        assert ol.flush(timeout=30)
+    finally:
+        ol.close(timeout=5)
+        proxy.close()
+    assert proxy.lost == 1 and proxy.upstream_statuses == [202, 202]  # the server took the batch twice
+    stats = ol.stats
+    assert (stats.requests, stats.retries, stats.accepted, stats.failed) == (2, 1, 7, 0)
+    ids = [op_id for op_id in op_ids if op_id]
+    assert drainer.drain().failed == 0
+    assert compact_closed_hours(stack).errors == {}
+    assert lake_rows(ids) == dict.fromkeys(ids, 1)  # one op per (reporter_id, op_id), however often sent

@@ -7,7 +7,9 @@ sends nothing, says so once in the log and counts each op as dropped.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import contextvars
 import logging
 import os
 import threading
@@ -315,6 +317,30 @@ class Opslake:
         except Exception as exc:
             self._internal_error("reading playbooks failed")
             return Playbooks(stale=True, error=f"{type(exc).__name__}: {exc}")
+
+    async def aplaybooks(
+        self,
+        *,
+        endpoint: str | None = None,
+        task_class: str | None = None,
+        q: str | None = None,
+        limit: int | None = None,
+        session_id: str | None = None,
+    ) -> Playbooks:
+        """:meth:`playbooks` for async agents: the read runs in a worker thread, so the event loop
+        goes on meanwhile (same cache, same answers, never raises)."""
+        context = contextvars.copy_context()  # the caller's ol.context(...) ids go along
+        return await asyncio.get_running_loop().run_in_executor(
+            None,
+            lambda: context.run(
+                self.playbooks,
+                endpoint=endpoint,
+                task_class=task_class,
+                q=q,
+                limit=limit,
+                session_id=session_id,
+            ),
+        )
 
     def _read_client(self) -> httpx.Client:
         if self._http_client is not None:
