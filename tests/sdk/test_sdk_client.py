@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +237,11 @@ def test_texts_ids_and_attributes_are_cut_to_the_servers_limits() -> None:
         endpoint="tool:x", success=True, duration_ms=1, attributes={f"k{i}": "語" * 1_000 for i in range(50)}
     )
     assert len(sdk_ops.fit_record(wide)) < MAX_RECORD_BYTES  # 150 KB of attributes would be refused
+    when = datetime(2026, 11, 22, 10, 15, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+    assert (
+        sdk_ops.build_op(endpoint="e", success=True, duration_ms=1, ts=when)["ts"]
+        == "2026-11-22T08:15:00.123Z"
+    )
 
 
 # ---- batching -----------------------------------------------------------------------------------

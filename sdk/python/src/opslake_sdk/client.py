@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, overload
 
 import httpx
@@ -142,6 +143,7 @@ class Opslake:
         success: bool,
         duration_ms: float,
         op_id: str | None = None,
+        ts: str | datetime | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
         task_class: str | None = None,
@@ -162,6 +164,7 @@ class Opslake:
                 success=success,
                 duration_ms=duration_ms,
                 op_id=op_id,
+                ts=ts,
                 agent_id=agent_id or context.get("agent_id") or self.agent_id,
                 session_id=session_id or context.get("session_id"),
                 task_class=task_class or context.get("task_class"),

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from opslake_sdk.ops import bounded_repr, summarize_call
+from opslake_sdk.ops import bounded_repr, summarize_call, utc_now
 
 if TYPE_CHECKING:
     from opslake_sdk.client import Opslake
@@ -87,6 +87,7 @@ class Op:
         self.error_type: str | None = None
         self.op_id: str | None = None  # set once the op is recorded
         self._start = 0.0
+        self._ts: str | None = None
         self._context = dict(context_ids())
 
     def fail(self, error: str, error_type: str = "Failure") -> None:
@@ -94,6 +95,7 @@ class Op:
         self.success, self.error, self.error_type = False, error, error_type
 
     def start(self) -> Op:
+        self._ts = utc_now()  # the op's ts is when it began, as for a span
         self._start = time.perf_counter()
         return self
 
@@ -110,6 +112,7 @@ class Op:
                 endpoint=self.endpoint,
                 success=self.success,
                 duration_ms=duration_ms,
+                ts=self._ts,
                 error=self.error,
                 error_type=self.error_type,
                 input_summary=None if self.input is None else bounded_repr(self.input),

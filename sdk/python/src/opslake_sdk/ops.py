@@ -57,7 +57,14 @@ def new_op_id() -> str:
 
 def utc_now() -> str:
     """Now, as the op's ``ts`` (UTC, milliseconds, ``Z``)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_ts(datetime.now(timezone.utc))
+
+
+def iso_ts(value: datetime) -> str:
+    """A datetime as ``ts`` (UTC, milliseconds, ``Z``; a naive one is taken as UTC, as the server does)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def well_formed(text: str) -> str:
@@ -157,7 +164,7 @@ def build_op(
     success: bool,
     duration_ms: float,
     op_id: str | None = None,
-    ts: str | None = None,
+    ts: str | datetime | None = None,
     agent_id: str | None = None,
     session_id: str | None = None,
     task_class: str | None = None,
@@ -175,7 +182,7 @@ def build_op(
     duration = float(duration_ms) if math.isfinite(duration_ms) else 0.0
     op: dict[str, Any] = {
         "op_id": clean_id(op_id) or new_op_id(),
-        "ts": ts or utc_now(),
+        "ts": iso_ts(ts) if isinstance(ts, datetime) else (ts or utc_now()),
         "endpoint": clean_id(endpoint) or "unknown",
         "success": bool(success),
         "duration_ms": round(min(max(duration, 0.0), MAX_DURATION_MS), 3),

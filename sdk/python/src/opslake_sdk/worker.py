@@ -67,7 +67,6 @@ class Pipeline:
         self._flush_waiters = 0
         self._closed = False
         self._deadline: float | None = None  # monotonic time close() gives the worker
-        self._drops_logged = 0
 
     # ---- the agent's side: never blocks on the network, never raises -------------------------
 
@@ -157,7 +156,7 @@ class Pipeline:
     def _give_up_buffer(self) -> None:
         if self._buffer:
             self._counters.add("failed", len(self._buffer))
-            log.warning("opslake: %d ops not sent before close's timeout", len(self._buffer))
+            log.warning("opslake: %d queued ops given up unsent", len(self._buffer))
             self._buffer.clear()
 
     def _past_deadline(self) -> bool:
