@@ -3,10 +3,11 @@ they skip pyarrow.
 
 Each handler is imported in a fresh interpreter with ``python -S -X importtime`` against a
 Lambda-like package directory (the common layer's requirements plus boto3, installed with
-``pip --target`` into out/bench/lambda-site on first use, and nothing else on the path), in
-Lambda's environment with tracing on (``LAMBDA_TASK_ROOT`` set, ``POWERTOOLS_TRACE_DISABLED``
-not): outside Lambda the X-Ray SDK builds a botocore client to poll sampling rules, which it
-never does in Lambda, so measuring there would count work no deployed function does. The figure
+``pip --target`` into out/bench/lambda-site on first use and again whenever the layer's
+requirements change, and nothing else on the path), in Lambda's environment with tracing on
+(``LAMBDA_TASK_ROOT`` set, ``POWERTOOLS_TRACE_DISABLED`` not): outside Lambda the X-Ray SDK
+builds a botocore client to poll sampling rules, which it never does in Lambda, so measuring
+there would count work no deployed function does. The figure
 is the median over several runs of the sum of top-level import times ("importtime") and of the
 wall time of the handler module's execution ("wall", which also counts the module's own code);
 the ratio is the median of each round's ratio to ``/health`` (rounds alternate handlers and
@@ -34,6 +35,7 @@ BASELINE = "functions/observer/health.py"
 HANDLERS = [
     BASELINE,
     "functions/observer/events.py",
+    "functions/observer/traces.py",
     "functions/gateway/sql.py",
     "functions/gateway/match.py",
     "functions/gateway/log.py",
@@ -56,9 +58,13 @@ LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
 
 def lambda_site() -> Path:
-    """The packages a deployed request-path function sees: the common layer plus boto3."""
-    if not (SITE / "aws_lambda_powertools").exists():
-        print(f"installing the common layer's requirements into {SITE} (once) ...", flush=True)
+    """The packages a deployed request-path function sees: the common layer plus boto3 (installed
+    again when the layer's requirements change: a site without a new requirement would fail, or
+    time, an import the layer does not have)."""
+    requirements = ROOT / "layers" / "common" / "requirements.txt"
+    stamp = SITE / ".requirements.txt"
+    if not stamp.exists() or stamp.read_text() != requirements.read_text():
+        print(f"installing the common layer's requirements into {SITE} ...", flush=True)
         subprocess.run(
             [
                 sys.executable,
@@ -66,14 +72,16 @@ def lambda_site() -> Path:
                 "pip",
                 "install",
                 "--quiet",
+                "--upgrade",
                 "--target",
                 str(SITE),
                 "boto3",
                 "-r",
-                str(ROOT / "layers" / "common" / "requirements.txt"),
+                str(requirements),
             ],
             check=True,
         )
+        stamp.write_text(requirements.read_text())
     return SITE
 
 
@@ -130,7 +138,8 @@ def main() -> None:
     for _ in range(args.runs):  # rounds: every handler of every checkout once, then again
         for code in codes:
             for handler in HANDLERS:
-                samples.setdefault((code, handler), []).append(measure(code, handler))
+                if (code / handler).exists():  # an older checkout may not have every handler
+                    samples.setdefault((code, handler), []).append(measure(code, handler))
     print(f"{args.runs} fresh processes per row; medians; x = median of each round's ratio to /health")
     print(
         f"{'code':20} {'handler':32} {'importtime':>10} {'x':>5} {'wall':>6} {'x':>5}  pyarrow  "
@@ -139,7 +148,9 @@ def main() -> None:
     for code in codes:
         base = samples[(code, BASELINE)]
         for handler in HANDLERS:
-            rows = samples[(code, handler)]
+            rows = samples.get((code, handler))
+            if not rows:
+                continue
             ratio = statistics.median(
                 r.importtime_ms / b.importtime_ms for r, b in zip(rows, base, strict=True)
             )
