@@ -216,6 +216,18 @@ def test_the_context_manager_times_a_block_and_never_swallows_its_exception(make
     assert block["output_summary"] == "done"
 
 
+def test_op_ids_are_ulids_as_the_server_makes_them() -> None:
+    ms, random_bits = 1_763_800_000_123, 0x1234_5678_9ABC_DEF0_1357
+    value = (ms << 80) | random_bits
+    # the server's new_ulid, five bits at a time
+    expected = "".join(
+        "0123456789ABCDEFGHJKMNPQRSTVWXYZ"[(value >> (5 * i)) & 31] for i in reversed(range(26))
+    )
+    assert sdk_ops.encode_ulid(value) == expected
+    ids = {sdk_ops.new_op_id() for _ in range(10_000)}
+    assert len(ids) == 10_000 and all(ULID.match(op_id) for op_id in ids)
+
+
 def test_texts_ids_and_attributes_are_cut_to_the_servers_limits() -> None:
     op = sdk_ops.build_op(
         endpoint="  tool:\nsearch  ",

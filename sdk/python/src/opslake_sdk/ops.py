@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
+import random
 import re
 import reprlib
 import time
@@ -33,6 +33,8 @@ TRUNCATION_MARK = "…[truncated]"
 RECORD_MARGIN_BYTES = 4 * 1024
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]  # every 10-bit value
+_SHIFTS = tuple(range(120, -1, -10))
 _BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.:\-]")
 
 _repr = reprlib.Repr()
@@ -42,22 +44,25 @@ _repr.maxlong = 100
 _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 20
 _repr.maxdict = 20
 _repr.maxlevel = 4
+_SCALARS = (int, float, bool, type(None))
 
 
 def new_op_id() -> str:
     """A ULID (48 bits of milliseconds, 80 random bits): unique, sortable by time, and the same on
-    every retry of the op it names, which is what makes a retry idempotent."""
-    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    every retry of the op it names, which is what makes a retry idempotent. ``random`` (reseeded
+    in a forked child) is enough: the bits must not collide, not be secret."""
+    return encode_ulid((int(time.time() * 1000) << 80) | random.getrandbits(80))
+
+
+def encode_ulid(value: int) -> str:
+    """128 bits as 26 Crockford base32 characters, two at a time (a tool call pays for this)."""
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def utc_now() -> str:
     """Now, as the op's ``ts`` (UTC, milliseconds, ``Z``)."""
-    return iso_ts(datetime.now(timezone.utc))
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
 
 
 def iso_ts(value: datetime) -> str:
@@ -69,6 +74,8 @@ def iso_ts(value: datetime) -> str:
 
 def well_formed(text: str) -> str:
     """``text`` with lone surrogates as U+FFFD (JSON could carry them, the lake cannot)."""
+    if text.isascii():
+        return text
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
@@ -99,6 +106,11 @@ def clean_id(value: Any) -> str | None:
 def safe_repr(value: Any) -> str:
     """A bounded ``repr`` (long containers and strings elided); one that raises gives a
     placeholder, never an error."""
+    kind = type(value)
+    if kind is str:  # the common cases, without reprlib's machinery
+        return repr(value) if len(value) <= _repr.maxstring else _repr.repr(value)
+    if kind in _SCALARS:
+        return repr(value)[: _repr.maxlong]
     try:
         return _repr.repr(value)
     except Exception:  # a broken __repr__ must not cost the op (nor the agent's call)
