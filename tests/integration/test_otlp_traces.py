@@ -508,6 +508,22 @@ def test_over_five_thousand_spans_is_413(target: Target) -> None:
         ),
         ('{"a":' + "[" * 5_000 + "]" * 5_000 + "}", "application/json", {}, 400, "json_too_deep"),
         (b"{not json", "application/json", {}, 400, "malformed_json"),
+        # lone surrogates (valid JSON escapes): in a field the parser names, in a key, in an enum
+        (b'{"resourceSpans": "\\ud800"}', "application/json", {}, 400, "invalid_otlp"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"\\ud800": 1}]}]}]}',
+            "application/json",
+            {},
+            400,
+            "invalid_otlp",
+        ),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": "\\udfff"}]}]}]}',
+            "application/json",
+            {},
+            400,
+            "invalid_otlp",
+        ),
         (b"", PROTOBUF, {}, 400, "invalid_otlp"),
     ],
     ids=[
@@ -519,6 +535,9 @@ def test_over_five_thousand_spans_is_413(target: Target) -> None:
         "non-hex-id",
         "deeply-nested-json",
         "malformed-json",
+        "lone-surrogate-value",
+        "lone-surrogate-key",
+        "lone-surrogate-enum",
         "empty",
     ],
 )
