@@ -498,6 +498,15 @@ def test_an_unconfigured_client_sends_nothing_and_the_agent_runs(monkeypatch: py
         ol.close()
 
 
+def test_a_url_without_scheme_disables_the_client_instead_of_failing_later() -> None:
+    ol = opslake_sdk.Opslake("api.example.com/prod", "key")
+    try:
+        assert not ol.enabled and ol.record(endpoint="tool:t", success=True, duration_ms=1) is None
+        assert ol.stats.dropped == 1
+    finally:
+        ol.close()
+
+
 def test_configuration_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPSLAKE_URL", "https://api.example.com/prod/")
     monkeypatch.setenv("OPSLAKE_API_KEY", "k" * 40)

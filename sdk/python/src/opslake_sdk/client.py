@@ -84,6 +84,9 @@ class Opslake:
         self.source = source
         self.read_timeout = read_timeout
         self.exit_timeout = exit_timeout
+        if self.url and not self.url.lower().startswith(("http://", "https://")):
+            log.warning("opslake URL %r is not http(s)://…: ops will not be sent", self.url)
+            self.url = None
         self.enabled = http_client is not None or bool(self.url and self._api_key)
         if not self.enabled:
             missing = [
