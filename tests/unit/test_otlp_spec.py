@@ -321,3 +321,65 @@ def test_an_export_carries_no_more_redaction_work_than_its_function_is_sized_for
     traces_memory, traces_timeout = _function_budget("TracesFunction")
     budget_ratio = (traces_memory * traces_timeout) / (events_memory * events_timeout)
     assert budget_ratio >= MAX_DECOMPRESSED_BYTES / MAX_REQUEST_BYTES
+
+
+# ---- ids -------------------------------------------------------------------------------------------
+# opentelemetry-proto trace.proto, Span.trace_id: "An ID with all zeroes OR of length other than 16
+# bytes is considered invalid"; Span.span_id: the same for 8 bytes. opslake refused the wrong
+# lengths but stored the all-zero ids, so every span of a client with a broken id generator got the
+# op id "000…0:000…0" and all but one were deduplicated away: a silent drop.
+@pytest.mark.xfail(
+    strict=True, reason="E: all-zero trace/span ids are accepted (op ids collide, spans deduped away)"
+)
+def test_all_zero_ids_are_invalid_spans() -> None:
+    zero_trace = tool_span(1)
+    zero_trace.trace_id = bytes(16)
+    zero_span = tool_span(2)
+    zero_span.span_id = bytes(8)
+    result = ingest(request_of(zero_trace, zero_span, tool_span(3)).SerializeToString())
+    assert len(result.stored) == 1 and len(result.rejected) == 2
+
+
+# trace.proto, Span.parent_span_id: "If this is a root span, then this field must be empty." Some
+# bridges (Zipkin and Jaeger translations, hand-written JSON) send sixteen zeros for a root instead.
+@pytest.mark.xfail(
+    strict=True, reason="E (low): an all-zero parent_span_id is stored as a parent, not read as a root"
+)
+def test_an_all_zero_parent_is_a_root() -> None:
+    root = tool_span(1)
+    root.parent_span_id = bytes(8)
+    (mapped,) = map_export(request_of(root)).ops
+    assert "otel.parent_span_id" not in mapped.op["attributes"]
+
+
+# ---- a JSON number that crashes the parser ---------------------------------------------------------
+# RFC 8259 §6 allows 1e400 (Python reads it as inf); protobuf's json_format raises OverflowError, not
+# ParseError, converting inf for an enum field, so the handler answered 500 ("unhandled error" logged,
+# ServerErrors counted) for bad data the spec answers with "HTTP 400 Bad Request" (Bad Data).
+@pytest.mark.xfail(strict=True, reason="E: an enum of 1e400 in OTLP/JSON escapes as OverflowError (a 500)")
+@pytest.mark.parametrize("field", ['"kind": 1e400', '"status": {"code": -1e400}', '"kind": Infinity'])
+def test_an_out_of_range_json_number_is_a_400(field: str) -> None:
+    span = f'{{"traceId": "{TRACE.hex()}", "spanId": "00000000000000aa", "name": "n", {field}}}'
+    body = f'{{"resourceSpans": [{{"scopeSpans": [{{"spans": [{span}]}}]}}]}}'.encode()
+    with pytest.raises(OtlpBadRequestError):
+        decode_export(body, content_type=JSON, content_encoding=None)
+
+
+# ---- what API Gateway does with the answer ---------------------------------------------------------
+# AWS, "Binary media types for REST APIs": "API Gateway uses the first Accept header from clients to
+# determine if a response should return binary media. To return binary media when you can't control
+# the order of Accept header values [...] set your API's binary media types to */*." The Python
+# exporter (requests) sends "Accept: */*", Go's net/http (the Go SDK, the Collector) no Accept at
+# all: a protobuf answer then reaches them as base64 text, which the Go exporter's proto.Unmarshal
+# of a partial_success (or a Status) fails on. The local stack decodes every base64 answer, so the
+# integration tests cannot see this. Unverified on a deployment: the check reads the template.
+@pytest.mark.xfail(
+    strict=True, reason="E: protobuf answers go out base64 text to Accept */* clients (BinaryMediaTypes)"
+)
+def test_binary_media_types_cover_the_accept_header_exporters_send() -> None:
+    template = (ROOT / "template.yaml").read_text(encoding="utf-8")
+    block = re.search(r"BinaryMediaTypes:\n((?:\s+- \S+\n)+)", template)
+    assert block is not None
+    types = [entry.replace("~1", "/") for entry in re.findall(r"- (\S+)", block.group(1))]
+    assert "application/x-protobuf" in types
+    assert "*/*" in types  # the one entry "Accept: */*" matches
