@@ -383,3 +383,17 @@ def test_binary_media_types_cover_the_accept_header_exporters_send() -> None:
     types = [entry.replace("~1", "/") for entry in re.findall(r"- (\S+)", block.group(1))]
     assert "application/x-protobuf" in types
     assert "*/*" in types  # the one entry "Accept: */*" matches
+
+
+# ---- what the answer echoes ------------------------------------------------------------------------
+# Every text opslake keeps is redacted; the partial_success message quoted each refused span's name
+# as sent. Exporters log that message (the Go SDK hands it to otel.Handle, the Collector logs partial
+# success as a warning), so a token in a span name went from the span into the client's own logs by
+# way of opslake's answer.
+@pytest.mark.xfail(strict=True, reason="E: partial_success.error_message quotes span names unredacted")
+def test_the_rejection_message_does_not_echo_a_secret_from_a_span_name() -> None:
+    secret = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    refused = tool_span(1, f"fetch {secret}", **{"opslake.source": "llm"})  # a reserved source: refused
+    result = ingest(request_of(refused).SerializeToString())
+    assert len(result.rejected) == 1
+    assert secret not in result.error_message()
