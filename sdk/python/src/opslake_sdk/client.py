@@ -250,7 +250,8 @@ class Opslake:
         ``tool:<function name>`` unless given. ``@ol.observe`` and ``@ol.observe(...)`` both work.
         Arguments and result are summarised with a bounded ``repr`` (``capture_args=False`` /
         ``capture_result=False`` leave them out; ``summarize_args(*args, **kwargs)`` and
-        ``summarize_result(result)`` give your own text)."""
+        ``summarize_result(result)`` give your own text). A generator function's op is the call
+        that creates the generator, not its iteration: observe the consuming code with :meth:`op`."""
         options = {
             "agent_id": agent_id,
             "session_id": session_id,
