@@ -229,8 +229,8 @@ def test_truncated_or_foreign_protobuf_is_a_400_that_says_so() -> None:
         decode_export(raw[: len(raw) - 7], content_type=PROTOBUF, content_encoding=None)
     with pytest.raises(OtlpBadRequestError, match="not a valid protobuf"):
         decode_export(b'{"resourceSpans": []}', content_type=PROTOBUF, content_encoding=None)
-    with pytest.raises(OtlpBadRequestError, match="empty"):
-        decode_export(b"", content_type=PROTOBUF, content_encoding=None)
+    with pytest.raises(OtlpBadRequestError, match="empty"):  # (zero protobuf bytes: an empty export)
+        decode_export(b"", content_type="application/json", content_encoding=None)
 
 
 def test_otlp_json_with_hex_ids_decodes_to_the_same_request_as_protobuf() -> None:
@@ -541,3 +541,31 @@ def test_errors_are_rpc_statuses_with_the_error_code() -> None:
     document = json.loads(error_answer(UnsupportedMediaTypeError("no"), "json").body)
     assert document["code"] == 3 and document["message"] == "no"
     assert document["details"][0]["reason"] == "unsupported_media_type"
+
+
+def test_spans_past_the_text_budget_are_refused_by_name_not_run_into_the_timeout() -> None:
+    from opslake.otlp.ingest import MAX_EXPORT_TEXT_CHARS, redaction_cost
+
+    text = "x" * 3_000  # a summary is read up to 2,000 + 1,024 characters
+    spans = [tool(f"t{i:04d}", span_id=i + 1, gen_ai__tool__call__arguments=text) for i in range(2_000)]
+    per_span = redaction_cost(map_export(request_of(spans[0])).ops[0].op)
+    fits = MAX_EXPORT_TEXT_CHARS // per_span
+    queue = MemoryQueue()
+    result = ingest(request_of(*spans), queue)
+    assert len(result.stored) == fits and len(result.rejected) == 2_000 - fits
+    assert "over the 4194304 characters one request may carry" in result.rejected[0]
+    assert sum(1 for _ in queued(queue)) == fits
+
+
+def test_a_tool_span_without_an_operation_name_is_a_tool() -> None:
+    older = span("running tool", gen_ai__tool__name="get_weather")  # older Pydantic AI / OpenLLMetry
+    assert [m.op["endpoint"] for m in map_export(request_of(older)).ops] == ["tool:get_weather"]
+
+
+def test_the_last_exception_recorded_is_the_error() -> None:
+    made = span("chat", gen_ai__operation__name="chat", error="")
+    for kind, message in (("ConnectionError", "reset, retrying"), ("TimeoutError", "gave up after 3 tries")):
+        event = made.events.add(name="exception", time_unix_nano=T0 + 1)
+        event.attributes.extend([kv("exception.type", kind), kv("exception.message", message)])
+    (op,) = [m.op for m in map_export(request_of(made)).ops]
+    assert (op["error_type"], op["error"]) == ("TimeoutError", "gave up after 3 tries")

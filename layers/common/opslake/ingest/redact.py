@@ -272,6 +272,10 @@ def secret_key_strength(key: str) -> int:
     terms = set(parts) | {a + b for a, b in pairwise(parts)}
     strong = terms & _STRONG_TERMS
     described = parts[-1] in _DESCRIPTORS and len(parts) > 1 and "".join(parts[-2:]) not in strong
+    # a descriptor right after the strong part also names a property ("llm.token_count.prompt")
+    described = described or any(
+        part in strong and following in _DESCRIPTORS for part, following in pairwise(parts)
+    )
     if strong:
         return 1 if described or "tokens" in parts else 2
     return 1 if terms & _WEAK_TERMS and not described else 0

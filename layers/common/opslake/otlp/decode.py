@@ -42,8 +42,9 @@ MAX_DECOMPRESSED_BYTES = 8 * 1024 * 1024
 #: A body that inflates more than this is refused before it reaches the limit above: real span
 #: batches compress 5-20×, a bomb by a thousand or more.
 MAX_COMPRESSION_RATIO = 200
-#: Spans in one export (the SDKs' BatchSpanProcessor sends at most 512 by default).
-MAX_SPANS_PER_REQUEST = 5_000
+#: Spans in one export (the SDKs' BatchSpanProcessor sends at most 512 by default, the Collector's
+#: batch processor 8,192).
+MAX_SPANS_PER_REQUEST = 10_000
 _GZIP_MAGIC = b"\x1f\x8b"
 _INFLATE_STEP = 1024 * 1024  # bytes inflated at a time
 # Fields of OTLP/JSON that hold ids as hex, and the byte length each must have.
@@ -91,26 +92,28 @@ def encoding_of(content_type: str | None) -> Encoding:
 
 
 def inflate(body: bytes, content_encoding: str | None) -> bytes:
-    """The body with its Content-Encoding undone (gzip or none), within the bounds.
+    """The body with its Content-Encoding undone (gzip, deflate or none), within the bounds.
 
     API Gateway REST APIs decompress a gzip request before the function runs but keep the header, so a
-    body sent as gzip may arrive already inflated: the gzip magic bytes decide (neither a protobuf
-    message nor JSON can start with 0x1f 0x8b).
+    body sent compressed may arrive already inflated: its first bytes decide (neither a protobuf
+    message nor JSON can start with the gzip magic or a zlib header).
     """
     encoding = (content_encoding or "").strip().lower()
     if encoding in ("", "identity"):
         compressed = False
     elif encoding in ("gzip", "x-gzip"):
         compressed = body[:2] == _GZIP_MAGIC
+    elif encoding == "deflate":  # RFC 9110: the zlib format (what the Python exporter sends)
+        compressed = len(body) >= 2 and body[0] & 0x0F == 8 and (body[0] << 8 | body[1]) % 31 == 0
     else:
         raise UnsupportedMediaTypeError(
-            f"Content-Encoding {encoding[:40]!r} is not accepted: send gzip or no encoding",
-            detail={"header": "Content-Encoding", "accepted": ["gzip", "identity"]},
+            f"Content-Encoding {encoding[:40]!r} is not accepted: send gzip, deflate or no encoding",
+            detail={"header": "Content-Encoding", "accepted": ["gzip", "deflate", "identity"]},
         )
     if not compressed:
         _check_size(len(body))
         return body
-    return _gunzip(body)
+    return _inflate(body, gzip=encoding != "deflate")
 
 
 def _check_size(size: int) -> None:
@@ -122,28 +125,39 @@ def _check_size(size: int) -> None:
         )
 
 
-def _gunzip(body: bytes) -> bytes:
-    """Inflate a gzip body a step at a time, so that no more than the limit (and one step) is ever
-    in memory; past the first step, a body inflating more than the ratio bound is a bomb."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip header and trailer
+def _inflate(body: bytes, *, gzip: bool) -> bytes:
+    """Inflate a step at a time, so that no more than the limit (and one step) is ever in memory;
+    past the first step, a body inflating more than the ratio bound is a bomb. A gzip body may hold
+    several members (RFC 1952), read one after the other; anything else after the end is refused."""
+    name = "gzip" if gzip else "deflate"
+    wbits = 16 + zlib.MAX_WBITS if gzip else zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits=wbits)
     out = bytearray()
     pending = body
     try:
-        while pending and not inflater.eof:
+        while pending:
             out += inflater.decompress(pending, _INFLATE_STEP)
             pending = inflater.unconsumed_tail
-            consumed = len(body) - len(pending)
+            consumed = len(body) - len(pending) - len(inflater.unused_data)
             if len(out) > _INFLATE_STEP and len(out) > consumed * MAX_COMPRESSION_RATIO:
                 raise PayloadTooLargeError(
-                    f"the gzip body inflates more than {MAX_COMPRESSION_RATIO}× ({consumed} bytes became "
+                    f"the {name} body inflates more than {MAX_COMPRESSION_RATIO}× ({consumed} bytes became "
                     f"{len(out)} and counting): refused as a decompression bomb",
                     detail={"max_ratio": MAX_COMPRESSION_RATIO},
                 )
             _check_size(len(out))
+            if inflater.eof:
+                pending = inflater.unused_data
+                if pending and not (gzip and pending[:2] == _GZIP_MAGIC):
+                    raise UndecodableBodyError(
+                        f"{len(pending)} bytes follow the end of the {name} stream; send one {name} body"
+                    )
+                if pending:  # the next gzip member
+                    inflater = zlib.decompressobj(wbits=wbits)
     except zlib.error as exc:
-        raise UndecodableBodyError(f"the body is marked gzip but is not valid gzip ({exc})") from None
+        raise UndecodableBodyError(f"the body is marked {name} but is not valid {name} ({exc})") from None
     if not inflater.eof:
-        raise UndecodableBodyError("the gzip body is truncated (no end of stream)")
+        raise UndecodableBodyError(f"the {name} body is truncated (no end of stream)")
     return bytes(out)
 
 
@@ -151,7 +165,7 @@ def decode_export(body: bytes, *, content_type: str | None, content_encoding: st
     """Content type, then decompression, then parsing: each failure a 4xx that says what was wrong."""
     encoding = encoding_of(content_type)
     raw = inflate(body, content_encoding)
-    if not raw:
+    if not raw and encoding == "json":  # (zero bytes is the empty protobuf message: a success)
         raise OtlpBadRequestError("the export is empty; send an ExportTraceServiceRequest")
     request = _parse_protobuf(raw) if encoding == "protobuf" else _parse_json(raw)
     export = Export(request, encoding, len(raw))
@@ -188,11 +202,22 @@ def _parse_json(raw: bytes) -> ExportTraceServiceRequest:
         raise MalformedJsonError(f"the export is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise OtlpBadRequestError(f"an OTLP/JSON export is an object, not a JSON {type(document).__name__}")
+    try:  # JSON escapes can spell lone surrogates, which no protobuf string may hold
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UndecodableBodyError(
+            "the JSON export holds a lone surrogate (\\ud800-\\udfff): not UTF-8 text"
+        ) from None
     _hex_ids_to_base64(document)
     try:
         return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise OtlpBadRequestError(f"the JSON export does not follow OTLP/JSON: {exc}") from None
+    except (OverflowError, ValueError, TypeError, SystemError) as exc:
+        # e.g. an enum of 1e400 (read as inf): the parser fails outside its own error type
+        raise OtlpBadRequestError(
+            f"the JSON export does not follow OTLP/JSON: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
 
 
 def _hex_ids_to_base64(document: dict[str, Any]) -> None:

@@ -12,17 +12,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from pydantic import ValidationError
 
 from opslake.errors import QueueError, ServiceUnavailableError
 from opslake.ingest.events import redacted_fields, validate_op
-from opslake.models.ops import QueuedOp
+from opslake.models.ops import MAX_ATTRIBUTE_VALUE_CHARS, PRE_REDACTION_MARGIN, TEXT_LIMITS, QueuedOp
 from opslake.models.validation import describe_problems, field_errors
 from opslake.otlp.decode import Export
 from opslake.otlp.mapping import map_export
 from opslake.queue import OpsQueue
 
+#: Text one export may hand to redaction, in characters (each field counted as far as redaction reads
+#: it). Redaction is the CPU cost of ingest: /events bounds it with its 1 MiB body, an export may be
+#: 8 MiB once inflated, so the spans past this budget are refused (named in partial_success) rather
+#: than run the function into its timeout, which an exporter would retry forever.
+MAX_EXPORT_TEXT_CHARS = 4 * 1024 * 1024
 #: Refused spans named one by one in ``partial_success.error_message``; the rest are counted.
 MAX_REJECTIONS_LISTED = 10
 MAX_ERROR_MESSAGE_CHARS = 2_000
@@ -50,6 +56,22 @@ class TraceIngestResult:
         return message[:MAX_ERROR_MESSAGE_CHARS]
 
 
+def redaction_cost(op: dict[str, Any]) -> int:
+    """The characters redaction will read of an op (texts and attribute values, each no further
+    than the op contract reads it)."""
+    cost = sum(
+        min(len(value), TEXT_LIMITS[name] + PRE_REDACTION_MARGIN)
+        for name, value in op.items()
+        if name in TEXT_LIMITS and isinstance(value, str)
+    )
+    attributes = op.get("attributes") or {}
+    cost += sum(
+        len(key) + min(len(str(value)), MAX_ATTRIBUTE_VALUE_CHARS + PRE_REDACTION_MARGIN)
+        for key, value in attributes.items()
+    )
+    return cost + sum(len(value) for value in op.values() if isinstance(value, str))
+
+
 def _reason(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         return describe_problems(field_errors(exc))
@@ -70,7 +92,16 @@ def ingest_export(
     result = TraceIngestResult(spans=export.span_count, skipped=mapped.skipped)
     result.rejected = [f"{ref.describe()}: {reason}" for ref, reason in mapped.rejected]
     accepted: list[QueuedOp] = []
-    for span in mapped.ops:
+    budget = MAX_EXPORT_TEXT_CHARS
+    for position, span in enumerate(mapped.ops):
+        budget -= redaction_cost(span.op)
+        if budget < 0:
+            result.rejected.extend(
+                f"{later.ref.describe()}: not stored, the export's text is over the {MAX_EXPORT_TEXT_CHARS} "
+                "characters one request may carry (lower the exporter's max_export_batch_size)"
+                for later in mapped.ops[position:]
+            )
+            break
         try:
             op = validate_op(span.op, reporter_id=reporter_id, received_at=received_at)
         except (ValidationError, ValueError) as exc:

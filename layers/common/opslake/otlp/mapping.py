@@ -30,6 +30,7 @@ from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.semconv.attributes.exception_attributes import EXCEPTION_MESSAGE, EXCEPTION_TYPE
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
+from opslake.ingest.redact import redact
 from opslake.otlp.decode import ExportTraceServiceRequest
 
 OpKind = Literal["tool", "model", "agent", "retrieval", "error", "explicit", "span"]
@@ -61,6 +62,7 @@ OPSLAKE_FIELDS = (
     "rescue_attempted", "rescue_succeeded",
 )  # fmt: skip
 DEFAULT_SOURCE = "otlp"
+UNKNOWN_SERVICE = "unknown_service"  # the resource semantic conventions' default service.name prefix
 FAILED_SPAN_ERROR_TYPE = "span_error"
 EXCEPTION_EVENT = "exception"
 MAX_ENDPOINT_CHARS = 200
@@ -105,7 +107,9 @@ class SpanRef:
     name: str
 
     def describe(self) -> str:
-        return f"span {self.span_id or '(no id)'} ({self.name[:60]!r})"
+        """How an answer names the span: its id and the start of its name, redacted (exporters log
+        the answer) and quoted (a name cannot add lines or entries to the message)."""
+        return f"span {self.span_id or '(no id)'} ({redact(self.name[:60])!r})"
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,8 @@ def kind_of(span: Span, attributes: Mapping[str, Any], *, keep_all: bool) -> OpK
     span_kind = attributes.get(OpenInference.OPENINFERENCE_SPAN_KIND)
     if isinstance(span_kind, str) and span_kind.upper() in OPENINFERENCE_KINDS:
         return OPENINFERENCE_KINDS[span_kind.upper()]
+    if _first(attributes, TOOL_NAMES) is not None:  # a tool span without an operation name (older
+        return "tool"  # Pydantic AI and OpenLLMetry versions)
     if span.status.code == Status.STATUS_CODE_ERROR:
         return "error"
     return "span" if keep_all else None
@@ -191,14 +197,24 @@ def endpoint_of(span: Span, attributes: Mapping[str, Any], kind: OpKind) -> Any:
 
 
 def error_of(span: Span, attributes: Mapping[str, Any], failed: bool) -> tuple[str | None, str | None]:
-    """(error, error_type): the status message or the exception event's message; ``error.type``
-    or the exception's type (a failed span with neither gets ``span_error``)."""
-    exception = next((attributes_of(e.attributes) for e in span.events if e.name == EXCEPTION_EVENT), {})
+    """(error, error_type): the status message or the last exception event's message; ``error.type``
+    or that exception's type (a failed span with neither gets ``span_error``)."""
+    # the last exception recorded is the one that ended the span (earlier ones were retried)
+    exception = next(
+        (attributes_of(e.attributes) for e in reversed(span.events) if e.name == EXCEPTION_EVENT), {}
+    )
     error = span.status.message or as_text(exception.get(EXCEPTION_MESSAGE))
     error_type = as_text(attributes.get(ERROR_TYPE)) or as_text(exception.get(EXCEPTION_TYPE))
     if failed:
         return error or "the span's status is ERROR", error_type or FAILED_SPAN_ERROR_TYPE
     return error, error_type  # a successful span may still name an error it recovered from
+
+
+def _service(resource: Mapping[str, Any]) -> Any:
+    """The resource's service name, unless it is the SDKs' default (``unknown_service:<process>``,
+    sent when the user set none): that names no agent, and the reporter is the better answer."""
+    name = resource.get(SERVICE_NAME)
+    return None if isinstance(name, str) and name.startswith(UNKNOWN_SERVICE) else name
 
 
 def _timestamp(nanos: int) -> str:
@@ -229,6 +245,8 @@ def span_to_op(
     """
     if len(span.trace_id) != 16 or len(span.span_id) != 8:
         raise ValueError("trace_id must be 16 bytes and span_id 8 bytes (32 and 16 hex characters)")
+    if not any(span.trace_id) or not any(span.span_id):  # trace.proto: all zeroes is invalid
+        raise ValueError("an all-zero trace_id or span_id is invalid (fix the exporter's id generator)")
     if span.start_time_unix_nano <= 0:
         raise ValueError("start_time_unix_nano is not set")
     if span.end_time_unix_nano < span.start_time_unix_nano:
@@ -250,7 +268,7 @@ def span_to_op(
     )
     kept[ATTR_KIND] = kind
     kept[ATTR_SPAN_ID] = span_id
-    if span.parent_span_id:
+    if any(span.parent_span_id):  # some bridges send zeros for a root, which has none
         kept[ATTR_PARENT_SPAN_ID] = span.parent_span_id.hex()
     kept[ATTR_SPAN_NAME] = span.name[:1_000]
     if scope:
@@ -265,9 +283,7 @@ def span_to_op(
         "source": DEFAULT_SOURCE,
         "error": error,
         "error_type": error_type,
-        "agent_id": as_text(
-            _first(attributes, AGENT_IDS) or inherited.agent_id or resource.get(SERVICE_NAME)
-        ),
+        "agent_id": as_text(_first(attributes, AGENT_IDS) or inherited.agent_id or _service(resource)),
         "session_id": as_text(_first(attributes, SESSION_IDS) or inherited.session_id),
         "input_summary": as_text(_first(attributes, INPUTS)),
         "output_summary": as_text(_first(attributes, OUTPUTS)),
@@ -290,6 +306,8 @@ class _Ancestry:
         self._claims: dict[tuple[bytes, bytes], RunContext] = {}
 
     def add(self, span: Span, attributes: Mapping[str, Any]) -> None:
+        if not any(span.span_id):
+            return  # an invalid id (its span is refused) is nobody's parent
         key = (span.trace_id, span.span_id)
         self._parent[key] = span.parent_span_id
         self._claims[key] = RunContext(_first(attributes, AGENT_IDS), _first(attributes, SESSION_IDS))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc.code_pb2 import Code
-from google.rpc.error_details_pb2 import ErrorInfo
+from google.rpc.error_details_pb2 import BadRequest, ErrorInfo
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
@@ -67,8 +67,27 @@ def success_answer(result: TraceIngestResult, encoding: Encoding) -> OtlpAnswer:
     return OtlpAnswer(200, _encode(response, encoding), encoding, headers)
 
 
+def _utf8(text: str) -> str:
+    """Text a protobuf string can hold: a lone surrogate from a client's JSON escaped, not raised."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_answer(error: OpslakeError, encoding: Encoding) -> OtlpAnswer:
-    """A ``google.rpc.Status`` carrying the message, and opslake's error code as an ErrorInfo."""
-    status = Status(code=_RPC_CODES.get(error.status, Code.INTERNAL), message=error.message)
+    """A ``google.rpc.Status`` carrying the message, opslake's error code as an ErrorInfo, and for
+    bad data the ``BadRequest`` the spec asks for (each field and what is wrong with it)."""
+    message = _utf8(error.message)
+    status = Status(code=_RPC_CODES.get(error.status, Code.INTERNAL), message=message)
     status.details.add().Pack(ErrorInfo(reason=error.code, domain=ERROR_DOMAIN))
+    if error.status == 400:
+        problems = (
+            error.detail if isinstance(error.detail, list) else [{"field": "(body)", "message": message}]
+        )
+        bad_request = BadRequest()
+        for problem in problems:
+            if isinstance(problem, dict):
+                bad_request.field_violations.add(
+                    field=_utf8(str(problem.get("field", "(body)"))),
+                    description=_utf8(str(problem.get("message", ""))),
+                )
+        status.details.add().Pack(bad_request)
     return OtlpAnswer(error.status, _encode(status, encoding), encoding, dict(error.headers))
