@@ -252,7 +252,7 @@ def test_otlp_reports_land_as_the_ops_events_would_store(local: Local, stack: Lo
     tasks = [r for r in otlp_rows if r["attributes"].get("otlp.op") == "agent"]
     assert len(tasks) == sum(otlp.tasks.values())
     for task in tasks:
-        assert task["endpoint"] == f"invoke_agent {task['agent_id']}" and task["success"]
+        assert task["endpoint"] == f"agent:{task['agent_id']}" and task["success"]
         assert task["source"] == "otlp" and task["attributes"]["gen_ai.operation.name"] == "invoke_agent"
         session = [r for r in otlp_rows if r["session_id"] == task["session_id"]]
         reports = [r for r in session if r["source"] in ("runtime", "overseer_correction")]

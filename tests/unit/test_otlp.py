@@ -312,8 +312,8 @@ def test_an_sdk_agent_run_maps_to_ops_with_every_field() -> None:
     mapped = map_export(request)
     assert mapped.skipped == 1 and not mapped.rejected
     ops = {m.op["endpoint"]: m.op for m in mapped.ops}
-    assert set(ops) == {"invoke_agent planner", "tool:query_db", "model:gpt-x"}
-    agent, tool_op, model = ops["invoke_agent planner"], ops["tool:query_db"], ops["model:gpt-x"]
+    assert set(ops) == {"agent:planner", "tool:query_db", "model:gpt-x"}
+    agent, tool_op, model = ops["agent:planner"], ops["tool:query_db"], ops["model:gpt-x"]
     trace_id = agent["trace_id"]
     assert len(trace_id) == 32 and tool_op["trace_id"] == model["trace_id"] == trace_id
     assert tool_op["op_id"] == f"{trace_id}:{tool_op['attributes']['otel.span_id']}"

@@ -73,6 +73,11 @@ MAX_VALUE_CHARS = 8_000
 TOOL_NAMES = (gen_ai.GEN_AI_TOOL_NAME, OpenInference.TOOL_NAME)
 MODEL_NAMES = (gen_ai.GEN_AI_REQUEST_MODEL, gen_ai.GEN_AI_RESPONSE_MODEL, OpenInference.LLM_MODEL_NAME)
 AGENT_IDS = (gen_ai.GEN_AI_AGENT_ID, gen_ai.GEN_AI_AGENT_NAME, OpenInference.AGENT_NAME)
+AGENT_NAMES = (
+    gen_ai.GEN_AI_AGENT_NAME,
+    OpenInference.AGENT_NAME,
+    gen_ai.GEN_AI_AGENT_ID,
+)  # an endpoint names the role
 SESSION_IDS = (SESSION_ID, gen_ai.GEN_AI_CONVERSATION_ID, OpenInference.SESSION_ID)
 INPUTS = (
     gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS, OpenInference.INPUT_VALUE, gen_ai.GEN_AI_INPUT_MESSAGES,
@@ -181,16 +186,21 @@ def kind_of(span: Span, attributes: Mapping[str, Any], *, keep_all: bool) -> OpK
 
 
 def endpoint_of(span: Span, attributes: Mapping[str, Any], kind: OpKind) -> Any:
-    """``opslake.endpoint``; ``tool:<name>`` for a tool; ``model:<name>`` for a model call; else the
-    span's name (cut to the endpoint limit: a name is not a claim worth refusing a span for)."""
+    """``opslake.endpoint``; ``tool:<name>`` for a tool, ``model:<name>`` for a model call,
+    ``agent:<name>`` for an agent invocation (a label like the others, not the span name "invoke_agent
+    <name>"); else the span's name (cut to the endpoint limit: a name is not a claim worth refusing a
+    span for)."""
     if kind == "explicit":
         return attributes[OPSLAKE_ENDPOINT]  # the client's own claim: validated, never cut
     tool = _first(attributes, TOOL_NAMES) if kind == "tool" else None
     model = _first(attributes, MODEL_NAMES) if kind == "model" else None
+    agent = _first(attributes, AGENT_NAMES) if kind == "agent" else None
     if tool is not None:
         name = f"tool:{as_text(tool)}"
     elif model is not None:
         name = f"model:{as_text(model)}"
+    elif agent is not None:
+        name = f"agent:{as_text(agent)}"
     else:
         name = span.name.strip() or "otlp:unnamed_span"
     return name[:MAX_ENDPOINT_CHARS].strip()
