@@ -9,11 +9,14 @@ is measured in bench/bench_import.py and bench/bench_cold_start.py, never assert
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +145,42 @@ def test_first_events_request_is_traced_with_its_sqs_call() -> None:
     handler = next(doc for doc in documents if doc["name"] == "## handler")  # Powertools, built now
     assert handler["annotations"] == {"ColdStart": True, "Service": "opslake"}
     # the botocore call, patched before the request's first AWS call, inside the handler's subsegment
+    calls = [doc for doc in documents if doc["namespace"] == "aws" and doc["parent_id"] == handler["id"]]
+    assert [(doc["name"], doc["aws"]["operation"]) for doc in calls] == [("sqs", "SendMessageBatch")]
+
+
+def test_first_traces_request_is_traced_with_its_sqs_call(tmp_path: Path) -> None:
+    """POST /v1/traces as API Gateway hands it over: a gzip protobuf export, base64-encoded."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = bytes(range(1, 17)), bytes(range(1, 9)), "execute_tool query_db"
+    span.start_time_unix_nano = time.time_ns() - 60 * 10**9
+    span.end_time_unix_nano = span.start_time_unix_nano + 5 * 10**6
+    attribute = span.attributes.add()
+    attribute.key = gen_ai.GEN_AI_OPERATION_NAME
+    attribute.value.string_value = gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value
+    event = json.loads((ROOT / "events" / "events_post_single.json").read_text())
+    headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip", "x-api-key": "k" * 40}
+    event.update(
+        resource="/v1/traces",
+        path="/v1/traces",
+        body=base64.b64encode(gzip.compress(request.SerializeToString())).decode(),
+        isBase64Encoded=True,
+        headers=headers,
+        multiValueHeaders={name: [value] for name, value in headers.items()},
+    )
+    event["requestContext"].update(resourcePath="/v1/traces", path="/v1/traces")
+    event_file = tmp_path / "traces_post.json"
+    event_file.write_text(json.dumps(event))
+
+    result, documents = run_traced(
+        FIRST_REQUEST, str(ROOT / "functions/observer/traces.py"), ",".join(DEFERRED), str(event_file)
+    )
+    assert result == {"loaded_at_import": [], "status": 200, "queued": 1}
+    handler = next(doc for doc in documents if doc["name"] == "## handler")
     calls = [doc for doc in documents if doc["namespace"] == "aws" and doc["parent_id"] == handler["id"]]
     assert [(doc["name"], doc["aws"]["operation"]) for doc in calls] == [("sqs", "SendMessageBatch")]
 
