@@ -235,14 +235,14 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
 _DEMO_STEPS = 5  # run()'s own steps besides the loop's: stack, signatures, lake, report, query
 
 
-CYCLE_HEADER = ("cycle", "ops", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "followed")
+CYCLE_HEADER = ("cycle", "messages", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "followed")  # fmt: skip
 
 
 def print_cycle(row: CycleRow) -> None:
     s = row.summary()
     line = text_table(
         CYCLE_HEADER,
-        [(s["cycle"], s["ops_written"], f"{s['failure_rate_with']:.1%}", f"{s['failure_rate_without']:.1%}",
+        [(s["cycle"], s["messages_written"], f"{s['failure_rate_with']:.1%}", f"{s['failure_rate_without']:.1%}",
           s["new_signatures"], s["diagnoses"], s["active_entries"], s["entries_followed"])],
     )  # fmt: skip
     print(line.splitlines()[-1])

@@ -39,7 +39,7 @@ class CycleRow:
     cycle: int
     with_playbooks: CycleStats
     without_playbooks: CycleStats
-    ops_written: int
+    messages_written: int  # queue messages the writer landed (each holds many ops)
     analyzer: dict[str, Any]
     consolidator: dict[str, Any]
 
@@ -58,7 +58,7 @@ class CycleRow:
     def summary(self) -> dict[str, Any]:
         return {
             "cycle": self.cycle,
-            "ops_written": self.ops_written,
+            "messages_written": self.messages_written,
             "failure_rate_with": round(self.with_playbooks.failure_rate, 4),
             "failure_rate_without": round(self.without_playbooks.failure_rate, 4),
             "new_signatures": self.new_signatures,
