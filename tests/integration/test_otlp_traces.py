@@ -271,7 +271,7 @@ def test_genai_spans_from_the_sdk_exporter_land_as_ops(target: Target, otel: Cal
     for child in (tool, chat):
         assert rows[op_id(child)]["attributes"]["otel.parent_span_id"] == hex_span_id(agent)
 
-    assert rows[op_id(agent)]["endpoint"] == "invoke_agent planner"  # no tool or model: the span name
+    assert rows[op_id(agent)]["endpoint"] == "agent:planner"
     assert rows[op_id(agent)]["attributes"]["otlp.op"] == "agent"
     assert rows[op_id(agent)]["success"] is True
 
@@ -343,11 +343,75 @@ def test_openinference_spans_land_as_ops(target: Target, otel: Callable[..., Ote
     assert llm["attributes"][OpenInference.LLM_TOKEN_COUNT_PROMPT] == "42"
     assert llm["attributes"][OpenInference.LLM_TOKEN_COUNT_COMPLETION] == "7"
     assert llm["attributes"][OpenInference.LLM_MODEL_NAME] == "claude-haiku"
-    assert agent["endpoint"] == "researcher"
+    assert agent["endpoint"] == "researcher"  # no agent named: the span name
     for row in (tool, llm, agent):
         assert row["session_id"] == "sess-oi"
         assert row["agent_id"] == "oi-runtime"  # no agent name anywhere: the resource's service.name
         assert row["reporter_id"] == target.key_name and row["success"] is True
+
+
+def test_legacy_names_and_opslake_claims_land(target: Target, otel: Callable[..., Otel]) -> None:
+    """The deprecated GenAI names (``gen_ai.prompt``/``gen_ai.completion``, ``*_tokens``) still map;
+    a runtime's ``opslake.*`` attributes become the /events fields of those names."""
+    sdk = otel()
+    with sdk.tracer.start_as_current_span(
+        "text_completion davinci",
+        attributes={
+            gen_ai.GEN_AI_OPERATION_NAME: Operation.TEXT_COMPLETION.value,
+            gen_ai.GEN_AI_SYSTEM: "openai",
+            gen_ai.GEN_AI_REQUEST_MODEL: "davinci-002",
+            gen_ai.GEN_AI_PROMPT: "List three welders in Detroit",
+            gen_ai.GEN_AI_COMPLETION: "Ana, Bo, Cy",
+            gen_ai.GEN_AI_USAGE_PROMPT_TOKENS: 9,
+            gen_ai.GEN_AI_USAGE_COMPLETION_TOKENS: 6,
+        },
+    ):
+        pass
+    with sdk.tracer.start_as_current_span(
+        "staffing step",
+        attributes={
+            "opslake.endpoint": "/match",
+            "opslake.task_class": "staff_job",
+            "opslake.event_kind": "rescue",
+            "opslake.applied_at_turn": 3,
+            "opslake.rescue_attempted": True,
+            "opslake.rescue_succeeded": False,
+            "opslake.sig_hash": "sig-123",
+            "opslake.correction": "send role and state filters",
+            "opslake.attributes.rows": 0,
+        },
+    ):
+        pass
+    assert partial_success(sdk.flush()) == ExportTraceServiceResponse()
+
+    spans = sdk.spans()
+    rows = target.by_op_id([op_id(s) for s in spans.values()])
+    legacy = rows[op_id(spans["text_completion davinci"])]
+    assert (legacy["endpoint"], legacy["input_summary"], legacy["output_summary"]) == (
+        "model:davinci-002",
+        "List three welders in Detroit",
+        "Ana, Bo, Cy",
+    )
+    assert legacy["attributes"][gen_ai.GEN_AI_USAGE_PROMPT_TOKENS] == "9"
+    assert legacy["attributes"][gen_ai.GEN_AI_USAGE_COMPLETION_TOKENS] == "6"
+    assert legacy["attributes"][gen_ai.GEN_AI_SYSTEM] == "openai"
+
+    claimed = rows[op_id(spans["staffing step"])]
+    assert claimed["attributes"]["otlp.op"] == "explicit"
+    assert {k: claimed[k] for k in ("endpoint", "task_class", "event_kind", "sig_hash", "correction")} == {
+        "endpoint": "/match",
+        "task_class": "staff_job",
+        "event_kind": "rescue",
+        "sig_hash": "sig-123",
+        "correction": "send role and state filters",
+    }
+    assert (claimed["applied_at_turn"], claimed["rescue_attempted"], claimed["rescue_succeeded"]) == (
+        3,
+        True,
+        False,
+    )
+    assert claimed["attributes"]["rows"] == "0"
+    assert claimed["source"] == "otlp" and claimed["success"] is True
 
 
 # ---- OTLP/JSON built from the SDK's own spans ------------------------------------------------------
