@@ -19,7 +19,8 @@
 
 Prints figures; asserts nothing.
 
-    .venv/bin/python bench/bench_otlp.py [--spans 512] [--seed 7] [--repeats 15] [--import-runs 15]
+    .venv/bin/python bench/bench_otlp.py [--spans 512] [--seed 7] [--batches 3] [--repeats 15]
+                                         [--import-runs 15] [--part a|b|both]
 """
 
 from __future__ import annotations
@@ -368,10 +369,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--batches", type=int, default=3, help="different batches of the same seed's runs")
     parser.add_argument("--repeats", type=int, default=15, help="timings of each stage per batch")
-    parser.add_argument("--import-runs", type=int, default=15, help="0: skip the cold-import rounds")
+    parser.add_argument("--import-runs", type=int, default=15, help="rounds of (b)")
+    parser.add_argument("--part", choices=("a", "b", "both"), default="both")
     args = parser.parse_args()
-    per_span(args)
-    if args.import_runs:
+    if args.part in ("a", "both"):
+        per_span(args)
+    if args.part in ("b", "both"):
         cold_import(args.import_runs)
 
 
