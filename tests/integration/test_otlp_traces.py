@@ -72,7 +72,9 @@ class Target:
     key: str
     key_name: str
 
-    def post(self, body: bytes, content_type: str = PROTOBUF, *, gzipped: bool = False, **headers: str):
+    def post(
+        self, body: bytes, content_type: str = PROTOBUF, *, gzipped: bool = False, **headers: str
+    ) -> httpx.Response:
         sent = {"content-type": content_type, "x-api-key": self.key, **headers}
         if gzipped:
             body, sent["content-encoding"] = gzip.compress(body), "gzip"
