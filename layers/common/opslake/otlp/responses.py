@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc.code_pb2 import Code
 from google.rpc.error_details_pb2 import BadRequest, ErrorInfo
@@ -51,6 +50,8 @@ class OtlpAnswer:
 def _encode(message: Message, encoding: Encoding) -> bytes:
     if encoding == "protobuf":
         return message.SerializeToString()
+    from google.protobuf import json_format  # JSON answers only (a cold start's protobuf exports skip it)
+
     return json_format.MessageToJson(message, indent=None).encode()
 
 
