@@ -13,7 +13,8 @@ import contextvars
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, overload
@@ -21,6 +22,7 @@ from typing import Any, overload
 import httpx
 
 from opslake_sdk import __version__
+from opslake_sdk.forks import reset_after_fork
 from opslake_sdk.observe import CONTEXT_FIELDS, F, Op, Summarizer, context_ids, observe_function, op_context
 from opslake_sdk.ops import (
     MAX_ATTRIBUTE_VALUE_CHARS,
@@ -28,11 +30,12 @@ from opslake_sdk.ops import (
     MAX_REQUEST_BYTES,
     build_op,
     clean_id,
+    clean_source,
 )
-from opslake_sdk.playbooks import PlaybookCache, Playbooks, fetch, query_params
+from opslake_sdk.playbooks import PlaybookCache, PlaybookEntry, Playbooks, fetch, query_params
 from opslake_sdk.retry import RetryPolicy
 from opslake_sdk.stats import Stats
-from opslake_sdk.worker import Pipeline
+from opslake_sdk.worker import MAX_QUEUE_BYTES, Pipeline
 
 log = logging.getLogger("opslake_sdk")
 
@@ -66,6 +69,7 @@ class Opslake:
         agent_id: str | None = None,
         source: str | None = "sdk",
         max_queue: int = 10_000,
+        max_queue_bytes: int = MAX_QUEUE_BYTES,
         flush_interval: float = 1.0,
         max_batch_ops: int = MAX_OPS_PER_REQUEST,
         max_batch_bytes: int = MAX_REQUEST_BYTES,
@@ -81,7 +85,11 @@ class Opslake:
         self.url = (url or os.environ.get(ENV_URL) or "").rstrip("/") or None
         self._api_key = api_key or os.environ.get(ENV_API_KEY) or None
         self.agent_id = clean_id(agent_id or os.environ.get(ENV_AGENT_ID))
-        self.source = source
+        self.source = clean_source(source)
+        if self.source != clean_id(source):
+            log.warning(
+                "opslake: source %r is reserved for opslake's own records; using %r", source, self.source
+            )
         self.read_timeout = read_timeout
         self.exit_timeout = exit_timeout
         if self.url and not self.url.lower().startswith(("http://", "https://")):
@@ -99,6 +107,7 @@ class Opslake:
         self._pipeline = Pipeline(
             self._new_http_client,
             max_queue=max_queue,
+            max_queue_bytes=max_queue_bytes,
             flush_interval_s=flush_interval,
             max_batch_ops=max_batch_ops,
             max_batch_bytes=max_batch_bytes,
@@ -108,8 +117,19 @@ class Opslake:
             ),
         )
         self._reader: httpx.Client | None = None
+        self._read_pool: ThreadPoolExecutor | None = None
         self._reader_lock = threading.Lock()
+        reset_after_fork(self)
         atexit.register(self._close_at_exit)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a lock of our own, and the parent's pooled connections left alone
+        (closing them here could end the parent's TLS sessions; using them would mix two
+        processes' requests on one socket)."""
+        self._reader_lock = threading.Lock()
+        self._reader = None
+        self._read_pool = None  # its threads are the parent's
+        self._playbook_cache.after_fork()
 
     def __repr__(self) -> str:
         return f"Opslake(url={self.url!r}, agent_id={self.agent_id!r}, enabled={self.enabled})"
@@ -250,8 +270,10 @@ class Opslake:
         ``tool:<function name>`` unless given. ``@ol.observe`` and ``@ol.observe(...)`` both work.
         Arguments and result are summarised with a bounded ``repr`` (``capture_args=False`` /
         ``capture_result=False`` leave them out; ``summarize_args(*args, **kwargs)`` and
-        ``summarize_result(result)`` give your own text). A generator function's op is the call
-        that creates the generator, not its iteration: observe the consuming code with :meth:`op`."""
+        ``summarize_result(result)`` give your own text). The decorated function stays what it
+        was for :mod:`inspect` (coroutine function, generator or async generator function,
+        classmethod, staticmethod); a generator's op covers its iteration, from the first item to
+        the last (or the exception, or the consumer closing it early)."""
         options = {
             "agent_id": agent_id,
             "session_id": session_id,
@@ -337,17 +359,31 @@ class Opslake:
         """:meth:`playbooks` for async agents: the read runs in a worker thread, so the event loop
         goes on meanwhile (same cache, same answers, never raises)."""
         context = contextvars.copy_context()  # the caller's ol.context(...) ids go along
-        return await asyncio.get_running_loop().run_in_executor(
-            None,
-            lambda: context.run(
+
+        def read() -> Playbooks:
+            return context.run(
                 self.playbooks,
                 endpoint=endpoint,
                 task_class=task_class,
                 q=q,
                 limit=limit,
                 session_id=session_id,
-            ),
-        )
+            )
+
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self._executor(), read)
+        except Exception as exc:  # e.g. no thread can be started at interpreter exit
+            self._internal_error("reading playbooks failed")
+            return Playbooks(stale=True, error=f"{type(exc).__name__}: {exc}")
+        return await future
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The reads' own small pool: not the loop's default one, which the agent's
+        ``asyncio.to_thread`` calls may fill (or a closing loop may have shut down)."""
+        with self._reader_lock:
+            if self._read_pool is None:
+                self._read_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="opslake-sdk-read")
+            return self._read_pool
 
     def _read_client(self) -> httpx.Client:
         if self._http_client is not None:
@@ -359,7 +395,7 @@ class Opslake:
 
     def report_followed(
         self,
-        entry_ids: Sequence[str],
+        entry_ids: str | PlaybookEntry | Playbooks | Iterable[str | PlaybookEntry],
         *,
         task_class: str | None = None,
         session_id: str | None = None,
@@ -367,11 +403,13 @@ class Opslake:
     ) -> str | None:
         """Record which playbook entries the agent followed (for the tool ``endpoint``, if given),
         as one op: ``endpoint`` "playbook:followed", ``event_kind`` "playbook_followed", the ids
-        comma-separated in ``attributes.entry_ids``. Returns its op id (None if nothing was queued)."""
+        comma-separated in ``attributes.entry_ids``. ``entry_ids``: ids, entries, a whole
+        :meth:`playbooks` answer, or one id. Returns its op id (None if nothing was queued)."""
         try:
+            items = [entry_ids] if isinstance(entry_ids, str | PlaybookEntry) else list(entry_ids)
             ids: list[str] = []
-            for entry_id in entry_ids:
-                text = clean_id(entry_id)
+            for item in items:
+                text = clean_id(item.entry_id if isinstance(item, PlaybookEntry) else item)
                 if text and "," not in text and text not in ids:
                     ids.append(text)
             if not ids:
@@ -424,6 +462,9 @@ class Opslake:
                 if self._reader is not None:
                     self._reader.close()
                     self._reader = None
+                if self._read_pool is not None:
+                    self._read_pool.shutdown(wait=False)
+                    self._read_pool = None
             return settled
         except Exception:
             self._internal_error("close failed")

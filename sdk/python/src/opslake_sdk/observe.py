@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from opslake_sdk.ops import bounded_repr, summarize_call, utc_now
 
@@ -47,6 +47,15 @@ def op_context(**ids: str | None) -> Iterator[None]:
 
 def context_ids() -> Mapping[str, str]:
     return _CONTEXT.get()
+
+
+def exception_text(exc: BaseException) -> str:
+    """The exception's message, or its class name when it has none or cannot say it (a
+    ``__str__`` that raises must not cost the op)."""
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
 
 
 class Op:
@@ -106,7 +115,7 @@ class Op:
             if exc is not None:
                 self.success = False
                 self.error_type = type(exc).__name__
-                self.error = str(exc) or type(exc).__name__
+                self.error = exception_text(exc)
             ids = {name: self.ids[name] or self._context.get(name) for name in CONTEXT_FIELDS}
             self.op_id = self._client.record(
                 endpoint=self.endpoint,
@@ -154,7 +163,7 @@ def _skips_first(func: Callable[..., Any]) -> bool:
 
 def observe_function(
     client: Opslake,
-    func: F,
+    func: Any,
     *,
     endpoint: str | None,
     capture_args: bool,
@@ -162,22 +171,40 @@ def observe_function(
     summarize_args: Summarizer | None,
     summarize_result: Summarizer | None,
     op_options: Mapping[str, Any],
-) -> F:
-    """``func`` (sync or async) wrapped so that each call becomes one op."""
+) -> Any:
+    """``func`` wrapped so that each call becomes one op, and still what it was: a coroutine
+    function stays one, a generator function (sync or async) stays one and its op covers the
+    iteration, a ``classmethod``/``staticmethod`` (decorated above or below) stays one.
+    Frameworks tell tools apart with :mod:`inspect`; the decorator must not change the answer."""
+    if isinstance(func, classmethod | staticmethod):  # ``@observe`` written above ``@classmethod``
+        inner = observe_function(
+            client,
+            func.__func__,
+            endpoint=endpoint,
+            capture_args=capture_args,
+            capture_result=capture_result,
+            summarize_args=summarize_args,
+            summarize_result=summarize_result,
+            op_options=op_options,
+        )
+        return type(func)(inner)
     name = endpoint or f"tool:{getattr(func, '__name__', 'call')}"
     skip = 1 if _skips_first(func) else 0
 
     def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op | None:
         try:
             op = Op(client, name, **op_options)
+        except Exception:
+            client._internal_error("starting an op failed")
+            return None
+        try:
             if summarize_args is not None:
                 op.input = summarize_args(*args, **kwargs)
             elif capture_args:
                 op.input = summarize_call(args[skip:], kwargs)
-            return op.start()
-        except Exception:
-            client._internal_error("starting an op failed")
-            return None
+        except Exception:  # a broken summarizer costs the summary, not the op
+            client._internal_error("summarizing the arguments failed")
+        return op.start()
 
     def end(op: Op | None, result: Any = None, exc: BaseException | None = None) -> None:
         if op is None:
@@ -190,6 +217,63 @@ def observe_function(
         except Exception:
             client._internal_error("summarizing a result failed")
         op.finish(exc)
+
+    def end_stream(op: Op | None, kind: str, items: int, exc: BaseException | None, closed: bool) -> None:
+        if op is None:
+            return
+        if exc is None and capture_result:
+            op.output = f"<{kind}: {items} items{', closed early' if closed else ''}>"
+        op.finish(exc)
+
+    if inspect.isasyncgenfunction(func):
+
+        @functools.wraps(func)
+        async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+            op = begin(args, kwargs)
+            agen = func(*args, **kwargs)
+            items = 0
+            try:
+                value = await agen.asend(None)
+                while True:
+                    items += 1
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        await agen.aclose()
+                        raise
+                    except BaseException as thrown:  # athrow(): the tool's generator may handle it
+                        value = await agen.athrow(thrown)
+                    else:
+                        value = await agen.asend(sent)
+            except StopAsyncIteration:
+                end_stream(op, "async generator", items, None, closed=False)
+            except GeneratorExit:
+                end_stream(op, "async generator", items, None, closed=True)
+                raise
+            except BaseException as exc:
+                end_stream(op, "async generator", items, exc, closed=False)
+                raise
+
+        return async_gen_wrapper
+
+    if inspect.isgeneratorfunction(func):
+
+        @functools.wraps(func)
+        def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+            op = begin(args, kwargs)
+            counter = _Counting(func(*args, **kwargs))
+            try:
+                result = yield from counter  # send() and throw() go through to the tool's generator
+            except GeneratorExit:
+                end_stream(op, "generator", counter.items, None, closed=True)
+                raise
+            except BaseException as exc:
+                end_stream(op, "generator", counter.items, exc, closed=False)
+                raise
+            end_stream(op, "generator", counter.items, None, closed=False)
+            return result
+
+        return gen_wrapper
 
     if inspect.iscoroutinefunction(func):
 
@@ -204,7 +288,16 @@ def observe_function(
             end(op, result)
             return result
 
-        return cast(F, async_wrapper)
+        return async_wrapper
+
+    async def awaited(op: Op | None, coro: Any) -> Any:
+        try:
+            result = await coro
+        except BaseException as exc:
+            end(op, exc=exc)
+            raise
+        end(op, result)
+        return result
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -214,7 +307,37 @@ def observe_function(
         except BaseException as exc:
             end(op, exc=exc)
             raise
+        if inspect.iscoroutine(result):  # an async tool behind a plain wrapper: its op ends when awaited
+            return awaited(op, result)
         end(op, result)
         return result
 
-    return cast(F, wrapper)
+    return wrapper
+
+
+class _Counting:
+    """A generator seen through ``yield from``, counting what it yields (send/throw/close pass
+    through to it, as ``yield from`` does for any iterator that has them)."""
+
+    def __init__(self, gen: Any) -> None:
+        self.gen = gen
+        self.items = 0
+
+    def __iter__(self) -> _Counting:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        item = self.gen.send(value)
+        self.items += 1
+        return item
+
+    def throw(self, *args: Any) -> Any:
+        item = self.gen.throw(*args)
+        self.items += 1
+        return item
+
+    def close(self) -> None:
+        self.gen.close()

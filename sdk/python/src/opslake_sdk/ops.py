@@ -29,6 +29,11 @@ MAX_ATTRIBUTE_VALUE_CHARS = 1_000
 MAX_RECORD_BYTES = 64 * 1024
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0
 TRUNCATION_MARK = "…[truncated]"
+#: Claims only the server makes (``POST /log`` writes event_kind "log", opslake's jobs source "llm"):
+#: an op that carried one would be refused, so the SDK never sends them.
+RESERVED_EVENT_KINDS = frozenset({"log"})
+RESERVED_SOURCES = frozenset({"llm"})
+DEFAULT_SOURCE = "sdk"
 #: Room left in a record for what the server adds (reporter_id, defaults, JSON escaping).
 RECORD_MARGIN_BYTES = 4 * 1024
 
@@ -37,13 +42,6 @@ _PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]  # every 10-b
 _SHIFTS = tuple(range(120, -1, -10))
 _BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.:\-]")
 
-_repr = reprlib.Repr()
-_repr.maxstring = 300
-_repr.maxother = 300
-_repr.maxlong = 100
-_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 20
-_repr.maxdict = 20
-_repr.maxlevel = 4
 _SCALARS = (int, float, bool, type(None))
 
 
@@ -103,15 +101,48 @@ def clean_id(value: Any) -> str | None:
     return text or None
 
 
+class _BoundedRepr(reprlib.Repr):
+    """reprlib, plus the types it would print whole before cutting: bytes (a 1 GB blob must
+    not become a 4 GB string on the tool call's thread) and ints too long for ``repr``."""
+
+    def repr_bytes(self, x: bytes, level: int) -> str:
+        return self._bytes(x)
+
+    def repr_bytearray(self, x: bytearray, level: int) -> str:
+        return f"bytearray({self._bytes(x)})"
+
+    def repr_memoryview(self, x: memoryview, level: int) -> str:
+        return f"<memoryview of {x.nbytes} bytes>"
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 1_000:  # ~300 digits: repr() of a very long int is slow, or refused
+            return f"<int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+    def _bytes(self, x: bytes | bytearray) -> str:
+        if len(x) <= self.maxstring:
+            return repr(bytes(x))
+        return repr(bytes(x[: self.maxstring]))[:-1] + f"…' ({len(x)} bytes)"
+
+
+_repr = _BoundedRepr()
+_repr.maxstring = 300
+_repr.maxother = 300
+_repr.maxlong = 100
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 20
+_repr.maxdict = 20
+_repr.maxlevel = 4
+
+
 def safe_repr(value: Any) -> str:
-    """A bounded ``repr`` (long containers and strings elided); one that raises gives a
+    """A bounded ``repr`` (long containers, strings and bytes elided); one that raises gives a
     placeholder, never an error."""
     kind = type(value)
-    if kind is str:  # the common cases, without reprlib's machinery
-        return repr(value) if len(value) <= _repr.maxstring else _repr.repr(value)
-    if kind in _SCALARS:
-        return repr(value)[: _repr.maxlong]
     try:
+        if kind is str:  # the common cases, without reprlib's machinery
+            return repr(value) if len(value) <= _repr.maxstring else _repr.repr(value)
+        if kind in _SCALARS and (kind is not int or value.bit_length() <= 1_000):
+            return repr(value)[: _repr.maxlong]
         return _repr.repr(value)
     except Exception:  # a broken __repr__ must not cost the op (nor the agent's call)
         return f"<{type(value).__name__} object>"
@@ -141,7 +172,11 @@ def clean_attributes(attributes: Mapping[Any, Any] | None) -> dict[str, str | in
         if not key or raw is None:
             continue
         value: str | int | float | bool
-        if isinstance(raw, bool | int) or (isinstance(raw, float) and math.isfinite(raw)):
+        if (
+            isinstance(raw, bool)
+            or (isinstance(raw, int) and -(2**63) <= raw < 2**63)  # a longer one as (bounded) text
+            or (isinstance(raw, float) and math.isfinite(raw))
+        ):
             value = raw
         else:
             value = bounded_repr(raw, MAX_ATTRIBUTE_VALUE_CHARS)
@@ -149,6 +184,31 @@ def clean_attributes(attributes: Mapping[Any, Any] | None) -> dict[str, str | in
                 continue
         out[key] = value
     return out
+
+
+def op_size(op: Mapping[str, Any]) -> int:
+    """About what an op holds in memory, in characters (the buffer's size bound): cheap, not exact."""
+    size = 64
+    for value in op.values():
+        if isinstance(value, str):
+            size += len(value) + 16
+        elif isinstance(value, dict):
+            size += sum(len(k) + (len(v) if isinstance(v, str) else 8) + 32 for k, v in value.items())
+        else:
+            size += 16
+    return size
+
+
+def clean_source(value: Any) -> str | None:
+    """``source`` as the server accepts it: a reserved one ("llm") becomes ``sdk``."""
+    text = clean_id(value)
+    return DEFAULT_SOURCE if text and text.lower() in RESERVED_SOURCES else text
+
+
+def clean_event_kind(value: Any) -> str | None:
+    """``event_kind`` as the server accepts it: a reserved one ("log") is left out."""
+    text = clean_id(value)
+    return None if text and text.lower() in RESERVED_EVENT_KINDS else text
 
 
 def encode(op: Mapping[str, Any]) -> bytes:
@@ -202,8 +262,8 @@ def build_op(
         "session_id": clean_id(session_id),
         "task_class": clean_id(task_class),
         "trace_id": clean_id(trace_id),
-        "source": clean_id(source),
-        "event_kind": clean_id(event_kind),
+        "source": clean_source(source),
+        "event_kind": clean_event_kind(event_kind),
         "error": clean_text(error, MAX_ERROR_CHARS),
         "error_type": clean_id(error_type),
         "input_summary": clean_text(input_summary, MAX_SUMMARY_CHARS),

@@ -7,8 +7,10 @@ entries once per change. The cache is per query (endpoint, task class, words, li
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -20,6 +22,9 @@ log = logging.getLogger("opslake_sdk")
 
 PLAYBOOKS_PATH = "/playbooks"
 MAX_CACHED_QUERIES = 256
+#: The largest answer read (50 entries at most, a few KB each, are far below): a proxy's endless
+#: page must not fill the agent's memory.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 
 def _str(value: Any) -> str | None:
@@ -142,6 +147,10 @@ class PlaybookCache:
         self._lock = threading.Lock()
         self._max = max_queries
 
+    def after_fork(self) -> None:
+        """A lock of this process's own (another thread may have held the parent's at the fork)."""
+        self._lock = threading.Lock()
+
     def get(self, key: tuple[tuple[str, str], ...]) -> Playbooks | None:
         with self._lock:
             answer = self._answers.get(key)
@@ -168,6 +177,24 @@ def query_params(
     return out
 
 
+def _get(
+    client: httpx.Client, params: dict[str, str], headers: dict[str, str], timeout: float
+) -> tuple[int, httpx.Headers, bytes]:
+    """One GET, bounded: httpx's timeout applies to each read, so a server that trickles a byte
+    at a time could hold the agent for ever; here the whole answer must come within ``timeout``
+    (plus at most one more read) and be at most :data:`MAX_ANSWER_BYTES`."""
+    deadline = time.monotonic() + timeout
+    with client.stream("GET", PLAYBOOKS_PATH, params=params, headers=headers, timeout=timeout) as answer:
+        body = bytearray()
+        for chunk in answer.iter_bytes():
+            body += chunk
+            if len(body) > MAX_ANSWER_BYTES:
+                raise ValueError(f"the answer is too large (over {MAX_ANSWER_BYTES} bytes)")
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"the answer took longer than {timeout} s")
+        return answer.status_code, answer.headers, bytes(body)
+
+
 def fetch(
     client: httpx.Client,
     cache: PlaybookCache,
@@ -184,18 +211,18 @@ def fetch(
     if cached is not None and cached.etag:
         request_headers["if-none-match"] = cached.etag
     try:
-        answer = client.get(PLAYBOOKS_PATH, params=params, headers=request_headers, timeout=timeout)
-        if answer.status_code == 304 and cached is not None:
+        status, answer_headers, body = _get(client, params, request_headers, timeout)
+        if status == 304 and cached is not None:
             return Playbooks(
                 entries=cached.entries,
                 generated_at=cached.generated_at,
-                etag=answer.headers.get("etag") or cached.etag,
+                etag=answer_headers.get("etag") or cached.etag,
                 not_modified=True,
             ), True
-        if answer.status_code != 200:
-            raise ValueError(f"{answer.status_code} {answer.text[:200]}")
-        fresh = parse_answer(answer.json(), answer.headers.get("etag"))
-    except (httpx.HTTPError, ValueError) as exc:
+        if status != 200:
+            raise ValueError(f"{status} {body[:200].decode('utf-8', 'replace')}")
+        fresh = parse_answer(json.loads(body), answer_headers.get("etag"))
+    except (httpx.HTTPError, ValueError, RecursionError) as exc:
         reason = f"{type(exc).__name__}: {exc}"
         log.warning(
             "opslake: GET /playbooks failed (%s); returning %s", reason, "cached" if cached else "none"

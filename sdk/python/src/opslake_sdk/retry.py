@@ -8,6 +8,7 @@ unchanged and is not retried.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -27,9 +28,11 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         return None
     text = value.strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return None if math.isnan(seconds) else max(0.0, seconds)  # inf is capped by the policy
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

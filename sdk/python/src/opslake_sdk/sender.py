@@ -12,14 +12,15 @@ from opslake_sdk.retry import is_retryable, parse_retry_after
 
 log = logging.getLogger("opslake_sdk")
 
-Kind = Literal["delivered", "refused", "retry"]
+Kind = Literal["delivered", "refused", "retry", "split"]
 
 
 @dataclass(frozen=True)
 class Outcome:
     """``delivered``: a 2xx (``accepted``/``rejected``/``redacted`` counted from its body);
     ``refused``: a 4xx that would fail again (every op rejected); ``retry``: resend the same
-    batch after ``retry_after_s`` (from the answer) or a backoff."""
+    batch after ``retry_after_s`` (from the answer) or a backoff; ``split``: a 413 for a batch
+    of more than one op (send its ops again in smaller requests)."""
 
     kind: Kind
     ops: int
@@ -82,4 +83,6 @@ def post_batch(client: httpx.Client, body: bytes, ops: int, *, timeout: float) -
             retry_after_s=parse_retry_after(answer.headers.get("retry-after")),
             reason=_reason(answer),
         )
+    if answer.status_code == 413 and ops > 1:  # a proxy's limit below ours, or the server's: halve
+        return Outcome("split", ops, reason=_reason(answer))
     return Outcome("refused", ops, rejected=ops, reason=_reason(answer))

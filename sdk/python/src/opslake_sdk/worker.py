@@ -5,7 +5,8 @@ batches: when ``max_batch_ops`` are waiting, when ``flush_interval_s`` has passe
 of them arrived, at once when someone waits in :meth:`Pipeline.flush`, and until the buffer is
 empty (or the time is up) on :meth:`Pipeline.close`. A batch holds at most 500 ops and 1 MiB, the
 server's request limits. A failed batch is resent with the same op ids (see :mod:`retry`) while
-later ops wait in the buffer; a full buffer turns new ops away and counts them.
+later ops wait in the buffer; a full buffer (by count or by size) turns new ops away and counts
+them. A 413 halves the batch (and the batch size from then on) instead of losing it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 
 import httpx
 
-from opslake_sdk.ops import MAX_OPS_PER_REQUEST, MAX_REQUEST_BYTES, fit_record
+from opslake_sdk.forks import reset_after_fork
+from opslake_sdk.ops import MAX_OPS_PER_REQUEST, MAX_REQUEST_BYTES, fit_record, op_size
 from opslake_sdk.retry import RetryPolicy
 from opslake_sdk.sender import Outcome, batch_body, post_batch
 from opslake_sdk.stats import Counters, Stats
@@ -28,6 +30,10 @@ from opslake_sdk.stats import Counters, Stats
 log = logging.getLogger("opslake_sdk")
 
 _BATCH_OVERHEAD = len(batch_body([]))
+#: Default bound of the buffer in (estimated) bytes: ops are at most ~64 KiB each, so 10,000 of the
+#: largest would hold ~640 MB of an agent's memory; typical ops are ~1 KB, far below this.
+MAX_QUEUE_BYTES = 64 * 1024 * 1024
+Item = tuple[dict[str, Any] | bytes, int]  # an op (or its encoding) and its size estimate
 
 
 class Pipeline:
@@ -38,6 +44,7 @@ class Pipeline:
         client_factory: Callable[[], httpx.Client],
         *,
         max_queue: int = 10_000,
+        max_queue_bytes: int = MAX_QUEUE_BYTES,
         flush_interval_s: float = 1.0,
         max_batch_ops: int = MAX_OPS_PER_REQUEST,
         max_batch_bytes: int = MAX_REQUEST_BYTES,
@@ -48,41 +55,55 @@ class Pipeline:
         self._client_factory = client_factory
         self._close_client = close_client
         self.max_queue = max(1, max_queue)
+        self.max_queue_bytes = max(1, max_queue_bytes)
         self.flush_interval_s = max(0.0, flush_interval_s)
         self.max_batch_ops = min(max(1, max_batch_ops), MAX_OPS_PER_REQUEST)
         self.max_batch_bytes = min(max(1024, max_batch_bytes), MAX_REQUEST_BYTES)
         self.request_timeout_s = request_timeout_s
         self.retry = retry or RetryPolicy()
+        self._closed = False
+        self._reset()
+        reset_after_fork(self)
+
+    def _after_fork(self) -> None:
         self._reset()
 
     def _reset(self) -> None:
         """Fresh state for this process (also the child's after a fork: threads and locks of the
-        parent do not carry over, and its ops are the parent's to send)."""
+        parent do not carry over, and its ops are the parent's to send). A closed pipeline stays
+        closed."""
         self._pid = os.getpid()
         self._cond = threading.Condition()
-        self._buffer: deque[dict[str, Any] | bytes] = deque()
+        self._buffer: deque[Item] = deque()
+        self._buffer_bytes = 0
         self._counters = Counters()
         self._thread: threading.Thread | None = None
         self._client: httpx.Client | None = None
         self._flush_waiters = 0
-        self._closed = False
         self._deadline: float | None = None  # monotonic time close() gives the worker
 
     # ---- the agent's side: never blocks on the network, never raises -------------------------
 
     def put(self, op: dict[str, Any]) -> bool:
         """Queue one op; False (and counted as dropped) if the buffer is full or closed."""
-        if self._pid != os.getpid():
+        if self._pid != os.getpid():  # a fork that bypassed os.register_at_fork (none known)
             self._reset()
+        size = op_size(op)
         with self._cond:
-            if self._closed or len(self._buffer) >= self.max_queue:
+            full = len(self._buffer) >= self.max_queue or self._buffer_bytes + size > self.max_queue_bytes
+            if self._closed or full:
                 self._counters.add("dropped")
                 dropped = self._counters.values["dropped"]
                 if dropped in (1, 10, 100) or dropped % 1000 == 0:
-                    why = "closed" if self._closed else f"full ({self.max_queue} ops)"
+                    why = (
+                        "closed"
+                        if self._closed
+                        else f"full ({len(self._buffer)} ops, ~{self._buffer_bytes} bytes)"
+                    )
                     log.warning("opslake buffer %s: op dropped (%d dropped so far)", why, dropped)
                 return False
-            self._buffer.append(op)
+            self._buffer.append((op, size))
+            self._buffer_bytes += size
             self._counters.add("queued")
             if len(self._buffer) == 1 or len(self._buffer) == self.max_batch_ops:
                 self._cond.notify_all()
@@ -158,11 +179,12 @@ class Pipeline:
             self._counters.add("failed", len(self._buffer))
             log.warning("opslake: %d queued ops given up unsent", len(self._buffer))
             self._buffer.clear()
+            self._buffer_bytes = 0
 
     def _past_deadline(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline
 
-    def _take(self) -> list[dict[str, Any] | bytes] | None:
+    def _take(self) -> list[Item] | None:
         """Wait (the lock is held) until a batch is due, and take up to ``max_batch_ops`` ops;
         None: time to stop, or nothing to take."""
         while not self._buffer and not self._closed:
@@ -178,15 +200,17 @@ class Pipeline:
         if not self._buffer or self._past_deadline():
             return None
         count = min(len(self._buffer), self.max_batch_ops)
-        return [self._buffer.popleft() for _ in range(count)]
+        items = [self._buffer.popleft() for _ in range(count)]
+        self._buffer_bytes -= sum(size for _, size in items)
+        return items
 
-    def _encode(self, items: list[dict[str, Any] | bytes]) -> list[bytes]:
+    def _encode(self, items: list[Item]) -> list[bytes]:
         """The ops that fit in one request (outside the lock: a tool call must not wait on JSON
         encoding); what would pass ``max_batch_bytes`` goes back to the front of the buffer."""
         batch: list[bytes] = []
         size = _BATCH_OVERHEAD
         broken = 0
-        for position, item in enumerate(items):
+        for position, (item, _) in enumerate(items):
             try:
                 encoded = item if isinstance(item, bytes) else fit_record(item)
             except Exception:  # an op that cannot be encoded is the SDK's fault: count it, go on
@@ -195,7 +219,9 @@ class Pipeline:
                 continue
             if batch and size + len(encoded) + 1 > self.max_batch_bytes:
                 with self._cond:  # starts the next batch, in order
-                    self._buffer.extendleft(reversed([encoded, *items[position + 1 :]]))
+                    back = [(encoded, len(encoded)), *items[position + 1 :]]
+                    self._buffer.extendleft(reversed(back))
+                    self._buffer_bytes += sum(size for _, size in back)
                 break
             batch.append(encoded)
             size += len(encoded) + 1
@@ -257,6 +283,17 @@ class Pipeline:
                 with self._cond:
                     self._counters.add("errors")
                 outcome = Outcome("retry", len(batch), reason=f"{type(exc).__name__}: {exc}")
+            if outcome.kind == "split":  # 413: the same ops (same ids) in two smaller requests
+                self.max_batch_bytes = max(1024, min(self.max_batch_bytes, len(body) // 2))
+                half = len(batch) // 2
+                log.warning(
+                    "opslake: a batch of %d ops was too large (%s); sending it in halves",
+                    len(batch),
+                    outcome.reason,
+                )
+                self._deliver(batch[:half])
+                self._deliver(batch[half:])
+                return
             if outcome.kind != "retry":
                 self._settle(outcome)
                 return
