@@ -489,3 +489,24 @@ def test_the_package_version_is_the_distributions() -> None:
 
 
 _ = sdk_ops  # the module under test, for debugging sessions
+
+
+def test_close_from_a_signal_handler_that_interrupted_a_tool_call(make: Factory) -> None:
+    ol, api = make(flush_interval=60)
+    for _ in range(3):
+        ol.record(endpoint="tool:t", success=True, duration_ms=1)
+    # A signal handler runs on the main thread, possibly while a tool call there holds the
+    # buffer's (reentrant) lock in put(); close() from it must still let the sender finish.
+    with ol._pipeline._cond:
+        assert ol.close(timeout=2)
+    assert len(api.ops()) == 3 and ol.stats.accepted == 3
+
+
+def test_an_http_client_given_to_the_sdk_stays_open_after_close() -> None:
+    api = FakeApi()
+    given = httpx.Client(base_url="http://opslake.test", transport=httpx.MockTransport(api))
+    ol = opslake_sdk.Opslake(http_client=given)
+    ol.record(endpoint="tool:t", success=True, duration_ms=1)
+    assert ol.close(timeout=5) and len(api.ops()) == 1
+    assert not given.is_closed  # the caller's to close
+    given.close()

@@ -112,6 +112,7 @@ class Opslake:
             max_batch_ops=max_batch_ops,
             max_batch_bytes=max_batch_bytes,
             request_timeout_s=request_timeout,
+            close_client=http_client is None,  # a client given to us stays the caller's to close
             retry=RetryPolicy(
                 max_attempts=max(1, max_attempts), base_s=backoff_base, max_backoff_s=max_backoff
             ),

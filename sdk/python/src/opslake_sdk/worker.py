@@ -140,21 +140,29 @@ class Pipeline:
 
     def close(self, timeout: float | None = 5.0) -> bool:
         """Stop taking ops, send what is queued within ``timeout`` seconds, stop the thread. What
-        cannot be sent in time is counted as failed. True if everything was settled."""
+        cannot be sent in time is counted as failed. True if everything was settled.
+
+        It waits on the buffer's condition, not by joining the thread: a signal handler that
+        calls it may have interrupted a tool call holding that (reentrant) lock, and a join would
+        keep the sender from ever taking it."""
         with self._cond:
             if self._pid != os.getpid():
                 self._reset()
             self._closed = True
             self._deadline = None if timeout is None else time.monotonic() + timeout
             self._cond.notify_all()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(None if timeout is None else timeout + 0.5)
-        with self._cond:
-            if self._thread is None or not self._thread.is_alive():
+            end = None if timeout is None else time.monotonic() + timeout + 0.5
+            current = threading.current_thread()
+            while self._thread is not None and self._thread is not current and self._thread.is_alive():
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cond.wait(left)
+            stopped = self._thread is None or not self._thread.is_alive()
+            if stopped:
                 self._give_up_buffer()
             settled = self._settled() >= self._counters.values["queued"]
-        if self._close_client and self._client is not None and (thread is None or not thread.is_alive()):
+        if self._close_client and self._client is not None and stopped:
             self._client.close()
         return settled
 
