@@ -510,3 +510,40 @@ def test_an_http_client_given_to_the_sdk_stays_open_after_close() -> None:
     assert ol.close(timeout=5) and len(api.ops()) == 1
     assert not given.is_closed  # the caller's to close
     given.close()
+
+
+MULTIPROCESSING_SCRIPT = """
+import json, os, sys, multiprocessing, httpx, opslake_sdk
+
+def server(request):
+    ops = json.loads(request.content)["ops"]
+    line = json.dumps({"pid": os.getpid(), "inputs": [o["input_summary"] for o in ops]}) + "\\n"
+    os.write(1, line.encode())  # one write: the processes share the pipe
+    return httpx.Response(202, json={"accepted": [o["op_id"] for o in ops], "rejected": []})
+
+ol = opslake_sdk.Opslake("http://opslake.test", "key", transport=httpx.MockTransport(server))
+
+@ol.observe()
+def tool(n):
+    return n * 2
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("fork")
+    child = context.Process(target=tool, args=(1,))
+    child.start()
+    child.join(20)
+    pool = context.Pool(2)
+    assert pool.map(tool, range(2, 8)) == [n * 2 for n in range(2, 8)]
+    pool.close()
+    pool.join()
+    tool(0)
+"""
+
+
+def test_multiprocessing_children_send_their_ops_as_they_exit() -> None:
+    done = _run(MULTIPROCESSING_SCRIPT, timeout=40)
+    assert done.returncode == 0, done.stderr
+    sent = [json.loads(line) for line in done.stdout.splitlines()]
+    inputs = sorted(summary for line in sent for summary in line["inputs"])
+    assert inputs == sorted(f"({n})" for n in range(8))  # the parent's op and every child's
+    assert len({line["pid"] for line in sent}) >= 3

@@ -12,6 +12,7 @@ import atexit
 import contextvars
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,13 @@ FOLLOWED_ENDPOINT = "playbook:followed"
 FOLLOWED_EVENT_KIND = "playbook_followed"
 SESSION_HEADER = "x-opslake-session-id"
 TASK_CLASS_HEADER = "x-opslake-task-class"
+
+
+def _close_at_multiprocessing_exit(client: Opslake) -> None:
+    """In a process multiprocessing started by forking: send the child's ops as it exits."""
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, client._close_at_exit, exitpriority=10)
 
 
 class Opslake:
@@ -131,6 +139,11 @@ class Opslake:
         self._reader = None
         self._read_pool = None  # its threads are the parent's
         self._playbook_cache.after_fork()
+        # A multiprocessing child leaves through os._exit: atexit never runs there, only
+        # multiprocessing's finalizers do (those it registers after its own reset of them).
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None and self.enabled:
+            mp_util.register_after_fork(self, _close_at_multiprocessing_exit)
 
     def __repr__(self) -> str:
         return f"Opslake(url={self.url!r}, agent_id={self.agent_id!r}, enabled={self.enabled})"
