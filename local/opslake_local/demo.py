@@ -235,7 +235,9 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
 _DEMO_STEPS = 5  # run()'s own steps besides the loop's: stack, signatures, lake, report, query
 
 
-CYCLE_HEADER = ("cycle", "messages", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "followed")  # fmt: skip
+CYCLE_HEADER = (
+    "cycle", "messages", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "followed",
+)  # fmt: skip
 
 
 def print_cycle(row: CycleRow) -> None:
