@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import random
+import string
 import subprocess
 import sys
 import textwrap
@@ -547,3 +549,42 @@ def test_multiprocessing_children_send_their_ops_as_they_exit() -> None:
     inputs = sorted(summary for line in sent for summary in line["inputs"])
     assert inputs == sorted(f"({n})" for n in range(8))  # the parent's op and every child's
     assert len({line["pid"] for line in sent}) >= 3
+
+
+def test_whatever_the_agent_passes_the_server_accepts_the_op() -> None:
+    """Random hostile values through build_op and fit_record, validated by the server's own
+    ``validate_op``: nothing the SDK sends is refused for something it could have cut."""
+    from datetime import UTC, datetime
+
+    from opslake.ingest.events import validate_op
+
+    rng = random.Random(14)
+    alphabet = string.printable + "語é\u2028\u0085\x00\x01\x1f\ud800 \t\n🙂"
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 5, 199, 200, 201, 900, 5000])))
+
+    for _ in range(100):
+        values: list[Any] = [text(), 10**30, 1.5, float("nan"), True, None, [1, 2], b"\xff" * 3000]
+        op = sdk_ops.build_op(
+            endpoint=text(),
+            success=rng.random() < 0.5,
+            duration_ms=rng.choice([0, -1, 1e300, float("inf"), 3.3]),
+            op_id=text() or None,
+            agent_id=text(),
+            session_id=text(),
+            task_class=text(),
+            trace_id=text(),
+            source=rng.choice(["llm", " LLM ", text()]),
+            event_kind=rng.choice(["log", " Log", text()]),
+            error=text(),
+            error_type=text(),
+            input_summary=text(),
+            output_summary=text(),
+            attributes={
+                "".join(rng.choice(alphabet) for _ in range(rng.choice([1, 50, 200]))): rng.choice(values)
+                for _ in range(rng.choice([0, 5, 60]))
+            },
+        )
+        raw = json.loads(sdk_ops.fit_record(op))
+        validate_op(raw, reporter_id="r" * 200, received_at=datetime.now(UTC))  # raises if refused

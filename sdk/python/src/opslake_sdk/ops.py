@@ -187,15 +187,17 @@ def clean_attributes(attributes: Mapping[Any, Any] | None) -> dict[str, str | in
 
 
 def op_size(op: Mapping[str, Any]) -> int:
-    """About what an op holds in memory, in characters (the buffer's size bound): cheap, not exact."""
-    size = 64
-    for value in op.values():
-        if isinstance(value, str):
-            size += len(value) + 16
-        elif isinstance(value, dict):
-            size += sum(len(k) + (len(v) if isinstance(v, str) else 8) + 32 for k, v in value.items())
-        else:
-            size += 16
+    """About what an op holds in memory, in characters (the buffer's size bound): cheap, not
+    exact. Ids and labels are bounded (200 characters each) and counted flat; the summaries, the
+    error and the attributes are what can make an op large."""
+    size = 512
+    for name in ("input_summary", "output_summary", "error"):
+        text = op.get(name)
+        if text:
+            size += len(text)
+    attributes = op.get("attributes")
+    if attributes:
+        size += sum(len(k) + (len(v) if type(v) is str else 8) + 32 for k, v in attributes.items())
     return size
 
 
