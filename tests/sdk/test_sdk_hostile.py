@@ -588,3 +588,37 @@ def test_whatever_the_agent_passes_the_server_accepts_the_op() -> None:
         )
         raw = json.loads(sdk_ops.fit_record(op))
         validate_op(raw, reporter_id="r" * 200, received_at=datetime.now(UTC))  # raises if refused
+
+
+def test_observing_does_not_touch_the_agents_seeded_random_sequence(make: Factory) -> None:
+    ol, api = make()
+
+    @ol.observe()
+    def tool() -> float:
+        return random.random()
+
+    random.seed(42)
+    unobserved = [random.random() for _ in range(3)]
+    random.seed(42)
+    observed = [tool() for _ in range(3)]
+    assert observed == unobserved  # an eval run seeded for reproducibility stays reproducible
+    random.seed(42)
+    again = [tool() for _ in range(3)]
+    assert ol.flush(timeout=5)
+    op_ids = [op["op_id"] for op in api.ops()]
+    assert again == unobserved and len(set(op_ids)) == 6  # and the op ids are not the seed's
+
+
+def test_long_ids_stay_distinct_and_stable(make: Factory) -> None:
+    ol, api = make()
+    base = "run/" + "x" * 300
+    for suffix in ("a", "b", "a"):
+        ol.record(
+            endpoint="tool:t", success=True, duration_ms=1, op_id=base + suffix, session_id=base + suffix
+        )
+    assert ol.flush(timeout=5)
+    a, b, a_again = api.ops()
+    assert len(a["op_id"]) <= 200 and a["op_id"].startswith("run/xxx")
+    assert a["op_id"] != b["op_id"] and a["op_id"] == a_again["op_id"]  # distinct ops stay distinct
+    assert a["session_id"] != b["session_id"] and a["session_id"] == a_again["session_id"]
+    assert ol.stats.accepted == 3

@@ -8,8 +8,10 @@ truncation mark, attributes to 50 with valid keys. Redaction stays the server's 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import random
 import re
 import reprlib
@@ -45,11 +47,19 @@ _BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.:\-]")
 _SCALARS = (int, float, bool, type(None))
 
 
+#: The SDK's own random numbers, seeded from the OS (again in each forked child). Not the
+#: ``random`` module's: an agent that calls ``random.seed(42)`` for a reproducible run must get
+#: the same sequence observed or not, and two such runs must not make the same op ids.
+RNG = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=RNG.seed)
+
+
 def new_op_id() -> str:
     """A ULID (48 bits of milliseconds, 80 random bits): unique, sortable by time, and the same on
-    every retry of the op it names, which is what makes a retry idempotent. ``random`` (reseeded
-    in a forked child) is enough: the bits must not collide, not be secret."""
-    return encode_ulid((int(time.time() * 1000) << 80) | random.getrandbits(80))
+    every retry of the op it names, which is what makes a retry idempotent. The bits must not
+    collide, not be secret: a seeded :data:`RNG` is enough."""
+    return encode_ulid((int(time.time() * 1000) << 80) | RNG.getrandbits(80))
 
 
 def encode_ulid(value: int) -> str:
@@ -90,6 +100,20 @@ def clean_text(value: Any, limit: int) -> str | None:
         return None
     text = value if isinstance(value, str) else str(value)
     return truncate(well_formed(text[: limit * 2]), limit)
+
+
+def clean_key(value: Any) -> str | None:
+    """An identifying id (``op_id``, ``session_id``, ``trace_id``) as the server accepts it. A
+    longer one is not cut (two ids sharing their first 200 characters would become one, and the
+    lake keeps one op per op id) but shortened to a prefix and a digest of the whole: the same
+    id always gives the same result, so retries stay idempotent."""
+    if value is None:
+        return None
+    text = " ".join(well_formed(str(value)[:100_000]).split())
+    if len(text) <= MAX_ID_CHARS:
+        return text or None
+    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+    return f"{text[: MAX_ID_CHARS - 34].rstrip()}~{digest}"
 
 
 def clean_id(value: Any) -> str | None:
@@ -255,15 +279,15 @@ def build_op(
     out (the server fills its defaults)."""
     duration = float(duration_ms) if math.isfinite(duration_ms) else 0.0
     op: dict[str, Any] = {
-        "op_id": clean_id(op_id) or new_op_id(),
+        "op_id": clean_key(op_id) or new_op_id(),
         "ts": iso_ts(ts) if isinstance(ts, datetime) else (ts or utc_now()),
         "endpoint": clean_id(endpoint) or "unknown",
         "success": bool(success),
         "duration_ms": round(min(max(duration, 0.0), MAX_DURATION_MS), 3),
         "agent_id": clean_id(agent_id),
-        "session_id": clean_id(session_id),
+        "session_id": clean_key(session_id),
         "task_class": clean_id(task_class),
-        "trace_id": clean_id(trace_id),
+        "trace_id": clean_key(trace_id),
         "source": clean_source(source),
         "event_kind": clean_event_kind(event_kind),
         "error": clean_text(error, MAX_ERROR_CHARS),

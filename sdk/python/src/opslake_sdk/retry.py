@@ -9,10 +9,11 @@ unchanged and is not retried.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
+
+from opslake_sdk.ops import RNG
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -57,4 +58,4 @@ class RetryPolicy:
         if retry_after_s is not None:
             return min(retry_after_s, self.max_backoff_s)
         backoff = min(self.base_s * 2 ** (retry - 1), self.max_backoff_s)
-        return backoff * random.uniform(0.5, 1.0)  # jitter: many agents must not retry in step
+        return backoff * RNG.uniform(0.5, 1.0)  # jitter: many agents must not retry in step
