@@ -113,7 +113,7 @@ def clean_key(value: Any) -> str | None:
     if len(text) <= MAX_ID_CHARS:
         return text or None
     digest = hashlib.sha256(text.encode()).hexdigest()[:32]
-    return f"{text[: MAX_ID_CHARS - 34].rstrip()}~{digest}"
+    return f"{text[: MAX_ID_CHARS - 33].rstrip()}~{digest}"
 
 
 def clean_id(value: Any) -> str | None:
