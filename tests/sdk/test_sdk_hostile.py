@@ -622,3 +622,20 @@ def test_long_ids_stay_distinct_and_stable(make: Factory) -> None:
     assert a["op_id"] != b["op_id"] and a["op_id"] == a_again["op_id"]  # distinct ops stay distinct
     assert a["session_id"] != b["session_id"] and a["session_id"] == a_again["session_id"]
     assert ol.stats.accepted == 3
+
+
+def test_without_the_otel_extra_the_package_imports_whole() -> None:
+    script = """
+    import sys
+    sys.modules["opentelemetry"] = None  # as if the extra were not installed
+    from opslake_sdk import *
+    import opslake_sdk
+    print(hasattr(opslake_sdk, "otel"), Opslake.__name__)
+    try:
+        import opslake_sdk.otel
+    except ImportError as exc:
+        print("opslake-sdk[otel]" in str(exc))
+    """
+    done = _run(script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "Opslake", "True"]

@@ -25,7 +25,7 @@ from opslake_sdk.retry import RetryPolicy
 from opslake_sdk.stats import Stats
 
 if TYPE_CHECKING:
-    from opslake_sdk import otel
+    from opslake_sdk import otel as otel  # typed access to the lazy attribute
 
 # A library logs, the application decides where to: no output unless logging is configured.
 logging.getLogger("opslake_sdk").addHandler(logging.NullHandler())
@@ -40,12 +40,16 @@ __all__ = [
     "RetryPolicy",
     "Stats",
     "__version__",
-    "otel",
-]
+]  # not "otel": ``from opslake_sdk import *`` must work without the extra
 
 
 def __getattr__(name: str) -> Any:
-    """``opslake_sdk.otel`` on first use (it imports the OpenTelemetry SDK)."""
+    """``opslake_sdk.otel`` on first use (it imports the OpenTelemetry SDK). Without the extra
+    this is an AttributeError, so ``hasattr``, ``dir``-walking tools and ``getattr(m, n, None)``
+    see a missing attribute rather than an exception they do not expect."""
     if name == "otel":
-        return importlib.import_module("opslake_sdk.otel")
+        try:
+            return importlib.import_module("opslake_sdk.otel")
+        except ImportError as exc:
+            raise AttributeError(f"opslake_sdk.otel is not available: {exc}") from exc
     raise AttributeError(f"module 'opslake_sdk' has no attribute {name!r}")

@@ -14,12 +14,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http import Compression
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+try:
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+except ImportError as exc:  # say which install fixes it
+    raise ImportError(
+        f"opslake_sdk.otel needs the OpenTelemetry SDK and its OTLP/HTTP exporter ({exc}): "
+        "pip install 'opslake-sdk[otel]'"
+    ) from exc
 
 from opslake_sdk.client import ENV_AGENT_ID, ENV_API_KEY, ENV_URL
 
