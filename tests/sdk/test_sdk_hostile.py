@@ -639,3 +639,30 @@ def test_without_the_otel_extra_the_package_imports_whole() -> None:
     done = _run(script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "Opslake", "True"]
+
+
+def test_a_call_with_a_million_arguments_prints_a_few(make: Factory) -> None:
+    ol, api = make()
+
+    @ol.observe()
+    def tool(*rows: Any, **named: Any) -> int:
+        return len(rows) + len(named)
+
+    rows = [object() for _ in range(200_000)]
+    named = {f"k{i}": i for i in range(200_000)}
+    calls: list[str] = []
+    real = sdk_ops.safe_repr
+
+    def counting(value: Any) -> str:
+        calls.append("")
+        return real(value)
+
+    sdk_ops.safe_repr = counting
+    try:
+        assert tool(*rows) == 200_000 and tool(**named) == 200_000
+    finally:
+        sdk_ops.safe_repr = real
+    assert len(calls) <= 110  # 50 arguments a call (and its result), not one repr per argument
+    assert ol.flush(timeout=5)
+    by_rows, by_named = (op["input_summary"] for op in api.ops())
+    assert by_rows.endswith("… 199950 more)") and by_named.endswith("… 199950 more)")

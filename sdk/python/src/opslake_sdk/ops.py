@@ -9,6 +9,7 @@ truncation mark, attributes to 50 with valid keys. Redaction stays the server's 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -31,6 +32,7 @@ MAX_ATTRIBUTE_VALUE_CHARS = 1_000
 MAX_RECORD_BYTES = 64 * 1024
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0
 TRUNCATION_MARK = "…[truncated]"
+MAX_SUMMARY_ARGS = 50  # arguments printed in a call's summary (the rest counted)
 #: Claims only the server makes (``POST /log`` writes event_kind "log", opslake's jobs source "llm"):
 #: an op that carried one would be refused, so the SDK never sends them.
 RESERVED_EVENT_KINDS = frozenset({"log"})
@@ -180,8 +182,19 @@ def bounded_repr(value: Any, limit: int = MAX_SUMMARY_CHARS) -> str:
 
 
 def summarize_call(args: tuple[Any, ...], kwargs: Mapping[str, Any], limit: int = MAX_SUMMARY_CHARS) -> str:
-    """A call's arguments as ``(a, 'b', key=value)``, each bounded, the whole cut to ``limit``."""
-    parts = [safe_repr(arg) for arg in args] + [f"{key}={safe_repr(value)}" for key, value in kwargs.items()]
+    """A call's arguments as ``(a, 'b', key=value)``, each bounded, the whole cut to ``limit``;
+    at most :data:`MAX_SUMMARY_ARGS` of them are printed (``f(*rows)`` with a million rows must
+    not cost a million reprs)."""
+    if len(args) + len(kwargs) <= MAX_SUMMARY_ARGS:
+        parts = [safe_repr(arg) for arg in args]
+        parts += [f"{key}={safe_repr(value)}" for key, value in kwargs.items()]
+    else:
+        parts = [safe_repr(arg) for arg in args[:MAX_SUMMARY_ARGS]]
+        parts += [
+            f"{key}={safe_repr(value)}"
+            for key, value in itertools.islice(kwargs.items(), max(0, MAX_SUMMARY_ARGS - len(parts)))
+        ]
+        parts.append(f"… {len(args) + len(kwargs) - len(parts)} more")
     return truncate(well_formed("(" + ", ".join(parts) + ")"), limit)
 
 
