@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import random
 import string
 import subprocess
@@ -666,3 +667,31 @@ def test_a_call_with_a_million_arguments_prints_a_few(make: Factory) -> None:
     assert ol.flush(timeout=5)
     by_rows, by_named = (op["input_summary"] for op in api.ops())
     assert by_rows.endswith("… 199950 more)") and by_named.endswith("… 199950 more)")
+
+
+def test_the_sdk_never_logs_while_holding_the_lock_tool_calls_wait_on(make: Factory) -> None:
+    refused = httpx.Response(400, json={"message": "no op was accepted"})
+    gate = threading.Event()
+
+    def held(request: httpx.Request) -> httpx.Response:
+        gate.wait(10)
+        return refused
+
+    ol, _ = make(held, max_queue=2, max_batch_ops=1)
+    holding: list[bool] = []
+
+    class Probe(logging.Handler):  # a handler that is slow (a network log shipper) would hold them
+        def emit(self, record: logging.LogRecord) -> None:
+            holding.append(ol._pipeline._cond._is_owned())  # type: ignore[attr-defined]
+
+    probe = Probe(logging.WARNING)
+    logger = logging.getLogger("opslake_sdk")
+    logger.addHandler(probe)
+    try:
+        for _ in range(6):  # the first is in flight, two wait, the rest are dropped (a warning)
+            ol.record(endpoint="tool:t", success=True, duration_ms=1)
+        gate.set()
+        assert ol.flush(timeout=5)  # three refused batches: an error each
+    finally:
+        logger.removeHandler(probe)
+    assert len(holding) >= 2 and not any(holding)

@@ -89,27 +89,30 @@ class Pipeline:
         if self._pid != os.getpid():  # a fork that bypassed os.register_at_fork (none known)
             self._reset()
         size = op_size(op)
+        warning = None  # logged once the lock is released: a slow log handler must not hold tool calls
         with self._cond:
             full = len(self._buffer) >= self.max_queue or self._buffer_bytes + size > self.max_queue_bytes
-            if self._closed or full:
-                self._counters.add("dropped")
-                dropped = self._counters.values["dropped"]
-                if dropped in (1, 10, 100) or dropped % 1000 == 0:
-                    why = (
-                        "closed"
-                        if self._closed
-                        else f"full ({len(self._buffer)} ops, ~{self._buffer_bytes} bytes)"
-                    )
-                    log.warning("opslake buffer %s: op dropped (%d dropped so far)", why, dropped)
-                return False
-            self._buffer.append((op, size))
-            self._buffer_bytes += size
-            self._counters.add("queued")
-            if len(self._buffer) == 1 or len(self._buffer) == self.max_batch_ops:
-                self._cond.notify_all()
-            if self._thread is None:
-                self._start()
-        return True
+            if not (self._closed or full):
+                self._buffer.append((op, size))
+                self._buffer_bytes += size
+                self._counters.add("queued")
+                if len(self._buffer) == 1 or len(self._buffer) == self.max_batch_ops:
+                    self._cond.notify_all()
+                if self._thread is None:
+                    self._start()
+                return True
+            self._counters.add("dropped")
+            dropped = self._counters.values["dropped"]
+            if dropped in (1, 10, 100) or dropped % 1000 == 0:
+                why = (
+                    "closed"
+                    if self._closed
+                    else f"full ({len(self._buffer)} ops, ~{self._buffer_bytes} bytes)"
+                )
+                warning = f"opslake buffer {why}: op dropped ({dropped} dropped so far)"
+        if warning is not None:
+            log.warning(warning)
+        return False
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add to a counter (e.g. ``dropped`` for an op an unconfigured client could not queue)."""
@@ -323,12 +326,14 @@ class Pipeline:
                 c.add("redacted", outcome.redacted)
                 if outcome.unreadable:
                     c.add("errors")
-                    log.warning("opslake answered %s with an unreadable body", outcome.reason)
             else:
                 c.add("rejected", outcome.ops)
                 c.add("failed_batches")
-                log.error("opslake refused a batch of %d ops: %s", outcome.ops, outcome.reason)
             self._cond.notify_all()
+        if outcome.kind != "delivered":  # logged outside the lock, as everywhere
+            log.error("opslake refused a batch of %d ops: %s", outcome.ops, outcome.reason)
+        elif outcome.unreadable:
+            log.warning("opslake answered %s with an unreadable body", outcome.reason)
 
     def _request_timeout(self) -> float | None:
         """The request timeout, shortened to what close() has left; None when nothing is left."""
