@@ -695,3 +695,22 @@ def test_the_sdk_never_logs_while_holding_the_lock_tool_calls_wait_on(make: Fact
     finally:
         logger.removeHandler(probe)
     assert len(holding) >= 2 and not any(holding)
+
+
+def test_a_trickling_answer_to_a_batch_is_given_up_and_the_batch_resent(make: Factory) -> None:
+    body = Trickle(chunks=200, delay=0.02)
+    ol, api = make(httpx.Response(202, stream=body), request_timeout=0.2)
+    ol.record(endpoint="tool:t", success=True, duration_ms=1)
+    assert ol.flush(timeout=10)
+    assert body.read < 200  # the sender did not sit through the whole trickle
+    first, second = api.batches()
+    assert first == second and (ol.stats.retries, ol.stats.accepted) == (1, 1)
+
+
+def test_a_2xx_that_is_not_opslakes_answer_is_not_counted_as_accepted(make: Factory) -> None:
+    page = httpx.Response(200, text="<!doctype html><title>Docs</title>")  # a wrong OPSLAKE_URL
+    ol, _ = make(*[page] * 10, max_attempts=3)
+    ol.record(endpoint="tool:t", success=True, duration_ms=1)
+    assert ol.flush(timeout=5)
+    stats = ol.stats
+    assert (stats.accepted, stats.failed, stats.failed_batches, stats.requests) == (0, 1, 1, 3)

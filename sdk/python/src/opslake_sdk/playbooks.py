@@ -18,13 +18,12 @@ from typing import Any
 
 import httpx
 
+from opslake_sdk.bounded import read_bounded
+
 log = logging.getLogger("opslake_sdk")
 
 PLAYBOOKS_PATH = "/playbooks"
 MAX_CACHED_QUERIES = 256
-#: The largest answer read (50 entries at most, a few KB each, are far below): a proxy's endless
-#: page must not fill the agent's memory.
-MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 
 def _str(value: Any) -> str | None:
@@ -180,19 +179,10 @@ def query_params(
 def _get(
     client: httpx.Client, params: dict[str, str], headers: dict[str, str], timeout: float
 ) -> tuple[int, httpx.Headers, bytes]:
-    """One GET, bounded: httpx's timeout applies to each read, so a server that trickles a byte
-    at a time could hold the agent for ever; here the whole answer must come within ``timeout``
-    (plus at most one more read) and be at most :data:`MAX_ANSWER_BYTES`."""
+    """One GET, bounded: the whole answer within ``timeout`` (see :mod:`bounded`)."""
     deadline = time.monotonic() + timeout
     with client.stream("GET", PLAYBOOKS_PATH, params=params, headers=headers, timeout=timeout) as answer:
-        body = bytearray()
-        for chunk in answer.iter_bytes():
-            body += chunk
-            if len(body) > MAX_ANSWER_BYTES:
-                raise ValueError(f"the answer is too large (over {MAX_ANSWER_BYTES} bytes)")
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout(f"the answer took longer than {timeout} s")
-        return answer.status_code, answer.headers, bytes(body)
+        return answer.status_code, answer.headers, read_bounded(answer, deadline=deadline)
 
 
 def fetch(

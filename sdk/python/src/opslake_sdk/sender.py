@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
 
+from opslake_sdk.bounded import AnswerTooLarge, read_bounded
 from opslake_sdk.retry import is_retryable, parse_retry_after
 
 log = logging.getLogger("opslake_sdk")
@@ -29,7 +32,6 @@ class Outcome:
     redacted: int = 0
     retry_after_s: float | None = None
     reason: str = ""
-    unreadable: bool = False  # a 2xx whose body did not say what happened (counted as accepted)
 
 
 def batch_body(encoded_ops: list[bytes]) -> bytes:
@@ -37,19 +39,25 @@ def batch_body(encoded_ops: list[bytes]) -> bytes:
     return b'{"ops":[' + b",".join(encoded_ops) + b"]}"
 
 
-def _delivered(answer: httpx.Response, ops: int) -> Outcome:
-    """A 2xx: the server says which ops it accepted and which it rejected (with reasons)."""
+def _delivered(status: int, content: bytes, ops: int) -> Outcome:
+    """A 2xx: the server says which ops it accepted and which it rejected (with reasons). A 2xx
+    without that answer is not opslake's (a wrong ``OPSLAKE_URL`` that serves a page for every
+    path, a captive portal): counting it as accepted would lose every op without a word, so it is
+    retried with the same op ids (harmless if it was opslake after all) and, in the end, failed."""
     try:
-        body: Any = answer.json()
+        body: Any = json.loads(content)
         rejected_list = body.get("rejected") or []
         rejected = min(len(rejected_list), ops)
         redacted = len(body.get("redacted_ids") or [])
         if not isinstance(body.get("accepted"), list):
             raise ValueError("no accepted list")
-    except (ValueError, AttributeError, TypeError):
-        # 2xx is the contract's word that the batch is persisted; a body that cannot be read
-        # (a proxy's page) does not undo that.
-        return Outcome("delivered", ops, accepted=ops, unreadable=True, reason=f"{answer.status_code}")
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        return Outcome(
+            "retry",
+            ops,
+            reason=f"{status} without an /events answer (is OPSLAKE_URL the API's base URL?): "
+            f"{content[:120].decode('utf-8', 'replace')!r}",
+        )
     if rejected_list:
         first = rejected_list[0] if isinstance(rejected_list[0], dict) else {}
         log.warning(
@@ -58,31 +66,32 @@ def _delivered(answer: httpx.Response, ops: int) -> Outcome:
     return Outcome("delivered", ops, accepted=ops - rejected, rejected=rejected, redacted=redacted)
 
 
-def _reason(answer: httpx.Response) -> str:
+def _reason(status: int, content: bytes) -> str:
     try:
-        message = answer.json().get("message")
-    except (ValueError, AttributeError):
+        message = json.loads(content).get("message")
+    except (ValueError, AttributeError, RecursionError):
         message = None
-    return f"{answer.status_code} {message or answer.text[:200]}"
+    return f"{status} {message or content[:200].decode('utf-8', 'replace')}"
 
 
 def post_batch(client: httpx.Client, body: bytes, ops: int, *, timeout: float) -> Outcome:
-    """Send one batch once. Never raises: network errors and 429/5xx become ``retry``."""
+    """Send one batch once, the whole answer within ``timeout`` (see :mod:`bounded`). Never
+    raises: network errors, 429/5xx and answers that are not opslake's become ``retry``."""
+    deadline = time.monotonic() + timeout
     try:
-        answer = client.post(
-            "/events", content=body, headers={"content-type": "application/json"}, timeout=timeout
-        )
-    except httpx.HTTPError as exc:  # connection refused, timeouts, protocol errors
+        with client.stream(
+            "POST", "/events", content=body, headers={"content-type": "application/json"}, timeout=timeout
+        ) as answer:
+            status, retry_after = answer.status_code, answer.headers.get("retry-after")
+            content = read_bounded(answer, deadline=deadline)
+    except (httpx.HTTPError, AnswerTooLarge) as exc:  # connection refused, timeouts, protocol errors
         return Outcome("retry", ops, reason=f"{type(exc).__name__}: {exc}")
-    if 200 <= answer.status_code < 300:
-        return _delivered(answer, ops)
-    if is_retryable(answer.status_code):
+    if 200 <= status < 300:
+        return _delivered(status, content, ops)
+    if is_retryable(status):
         return Outcome(
-            "retry",
-            ops,
-            retry_after_s=parse_retry_after(answer.headers.get("retry-after")),
-            reason=_reason(answer),
+            "retry", ops, retry_after_s=parse_retry_after(retry_after), reason=_reason(status, content)
         )
-    if answer.status_code == 413 and ops > 1:  # a proxy's limit below ours, or the server's: halve
-        return Outcome("split", ops, reason=_reason(answer))
-    return Outcome("refused", ops, rejected=ops, reason=_reason(answer))
+    if status == 413 and ops > 1:  # a proxy's limit below ours, or the server's: halve
+        return Outcome("split", ops, reason=_reason(status, content))
+    return Outcome("refused", ops, rejected=ops, reason=_reason(status, content))

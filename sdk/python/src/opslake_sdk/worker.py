@@ -324,16 +324,12 @@ class Pipeline:
                 c.add("accepted", outcome.accepted)
                 c.add("rejected", outcome.rejected)
                 c.add("redacted", outcome.redacted)
-                if outcome.unreadable:
-                    c.add("errors")
             else:
                 c.add("rejected", outcome.ops)
                 c.add("failed_batches")
             self._cond.notify_all()
         if outcome.kind != "delivered":  # logged outside the lock, as everywhere
             log.error("opslake refused a batch of %d ops: %s", outcome.ops, outcome.reason)
-        elif outcome.unreadable:
-            log.warning("opslake answered %s with an unreadable body", outcome.reason)
 
     def _request_timeout(self) -> float | None:
         """The request timeout, shortened to what close() has left; None when nothing is left."""
