@@ -714,3 +714,17 @@ def test_a_2xx_that_is_not_opslakes_answer_is_not_counted_as_accepted(make: Fact
     assert ol.flush(timeout=5)
     stats = ol.stats
     assert (stats.accepted, stats.failed, stats.failed_batches, stats.requests) == (0, 1, 1, 3)
+
+
+@pytest.mark.parametrize(
+    "url", ["https://api.example.com/prod/events", " https://api.example.com/prod/v1/traces/ "]
+)
+def test_a_routes_url_given_as_the_base_url_still_reaches_events(url: str) -> None:
+    api = FakeApi()
+    ol = opslake_sdk.Opslake(url, "key", transport=httpx.MockTransport(api))
+    try:
+        ol.record(endpoint="tool:t", success=True, duration_ms=1)
+        assert ol.flush(timeout=5)
+        assert str(api.requests[0].url) == "https://api.example.com/prod/events"
+    finally:
+        ol.close()

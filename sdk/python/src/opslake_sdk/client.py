@@ -90,7 +90,11 @@ class Opslake:
         transport: httpx.BaseTransport | None = None,
         http_client: httpx.Client | None = None,
     ) -> None:
-        self.url = (url or os.environ.get(ENV_URL) or "").rstrip("/") or None
+        self.url = (url or os.environ.get(ENV_URL) or "").strip().rstrip("/") or None
+        for route in ("/events", "/v1/traces", "/playbooks"):  # a route's URL pasted for the API's
+            if self.url and self.url.lower().endswith(route):
+                log.warning("opslake URL %r names a route; using the API's base URL", self.url)
+                self.url = self.url[: -len(route)].rstrip("/") or None
         self._api_key = api_key or os.environ.get(ENV_API_KEY) or None
         self.agent_id = clean_id(agent_id or os.environ.get(ENV_AGENT_ID))
         self.source = clean_source(source)
