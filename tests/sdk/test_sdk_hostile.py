@@ -728,3 +728,6 @@ def test_a_routes_url_given_as_the_base_url_still_reaches_events(url: str) -> No
         assert str(api.requests[0].url) == "https://api.example.com/prod/events"
     finally:
         ol.close()
+    exporter = opslake_sdk.otel.exporter(url, "key")
+    assert exporter._endpoint == "https://api.example.com/prod/v1/traces"
+    exporter.shutdown()

@@ -50,6 +50,17 @@ SESSION_HEADER = "x-opslake-session-id"
 TASK_CLASS_HEADER = "x-opslake-task-class"
 
 
+def base_url(url: str | None) -> str | None:
+    """The API's base URL: no trailing slash, and a route's URL pasted instead (``…/events``,
+    ``…/v1/traces``) taken back to it (the SDK adds the routes itself)."""
+    text = (url or "").strip().rstrip("/")
+    for route in ("/events", "/v1/traces", "/playbooks"):
+        if text.lower().endswith(route):
+            log.warning("opslake URL %r names a route; using the API's base URL", text)
+            text = text[: -len(route)].rstrip("/")
+    return text or None
+
+
 def _close_at_multiprocessing_exit(client: Opslake) -> None:
     """In a process multiprocessing started by forking: send the child's ops as it exits."""
     import multiprocessing.util
@@ -90,11 +101,7 @@ class Opslake:
         transport: httpx.BaseTransport | None = None,
         http_client: httpx.Client | None = None,
     ) -> None:
-        self.url = (url or os.environ.get(ENV_URL) or "").strip().rstrip("/") or None
-        for route in ("/events", "/v1/traces", "/playbooks"):  # a route's URL pasted for the API's
-            if self.url and self.url.lower().endswith(route):
-                log.warning("opslake URL %r names a route; using the API's base URL", self.url)
-                self.url = self.url[: -len(route)].rstrip("/") or None
+        self.url = base_url(url or os.environ.get(ENV_URL))
         self._api_key = api_key or os.environ.get(ENV_API_KEY) or None
         self.agent_id = clean_id(agent_id or os.environ.get(ENV_AGENT_ID))
         self.source = clean_source(source)

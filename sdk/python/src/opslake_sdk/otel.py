@@ -27,6 +27,7 @@ except ImportError as exc:  # say which install fixes it
         "pip install 'opslake-sdk[otel]'"
     ) from exc
 
+from opslake_sdk import client
 from opslake_sdk.client import ENV_AGENT_ID, ENV_API_KEY, ENV_URL
 
 TRACES_PATH = "/v1/traces"
@@ -40,7 +41,7 @@ SCHEDULE_DELAY_MILLIS = 2000
 
 
 def _settings(base_url: str | None, api_key: str | None) -> tuple[str, str]:
-    url = (base_url or os.environ.get(ENV_URL) or "").rstrip("/")
+    url = client.base_url(base_url or os.environ.get(ENV_URL)) or ""
     key = api_key or os.environ.get(ENV_API_KEY) or ""
     if not url or not key:
         raise ValueError(f"give base_url and api_key, or set {ENV_URL} and {ENV_API_KEY}")
