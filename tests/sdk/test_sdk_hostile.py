@@ -117,9 +117,15 @@ def test_classmethods_and_staticmethods_can_be_observed_in_either_order(make: Fa
         def inner(cls, x: int) -> int:
             return x * 2
 
+        @ol.observe  # bare, above a classmethod (which is not callable itself)
+        @classmethod
+        def bare(cls, x: int) -> int:
+            return x * 3
+
     assert Tools.by_class(1) == "Tools:1" and Tools().by_class(2) == "Tools:2"
     assert Tools.plain(1) == 2 and Tools().plain(2) == 3
     assert Tools.inner(4) == 8
+    assert Tools.bare(5) == 15
     assert ol.flush(timeout=5)
     endpoints = [(op["endpoint"], op["input_summary"]) for op in api.ops()]
     assert endpoints == [
@@ -128,6 +134,7 @@ def test_classmethods_and_staticmethods_can_be_observed_in_either_order(make: Fa
         ("tool:plain", "(1)"),
         ("tool:plain", "(2)"),
         ("tool:inner", "(4)"),
+        ("tool:bare", "(5)"),
     ]
 
 

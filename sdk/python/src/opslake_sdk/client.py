@@ -307,7 +307,7 @@ class Opslake:
             "attributes": attributes,
         }
 
-        def decorate(func: F) -> F:
+        def decorate(func: Any) -> Any:
             return observe_function(
                 self,
                 func,
@@ -319,8 +319,10 @@ class Opslake:
                 op_options=options,
             )
 
-        if callable(endpoint) and not isinstance(endpoint, str):
-            return decorate(endpoint)
+        if isinstance(endpoint, classmethod | staticmethod) or (
+            callable(endpoint) and not isinstance(endpoint, str)
+        ):
+            return decorate(endpoint)  # bare @ol.observe (a classmethod object is not callable)
         return decorate
 
     @contextmanager
