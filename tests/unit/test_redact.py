@@ -175,6 +175,8 @@ def test_the_name_of_a_secret_stays_and_only_its_value_goes() -> None:
         ("session", True), ("Authorization", True), ("signature", True),
         ("max_tokens", False), ("token_count", False), ("api_key_name", False), ("session_id", False),
         ("author", False), ("monkey", False), ("passed", False), ("operation", False), ("http_status", False),
+        ("llm.token_count.prompt", False), ("auth_method_password", True), ("token_type_secret", True),
+        ("session_id_token", True), ("db.api_key", True), ("api_key_id_secret", True),
     ],
 )  # fmt: skip
 def test_secret_named_keys(key: str, secret: bool) -> None:

@@ -272,9 +272,14 @@ def secret_key_strength(key: str) -> int:
     terms = set(parts) | {a + b for a, b in pairwise(parts)}
     strong = terms & _STRONG_TERMS
     described = parts[-1] in _DESCRIPTORS and len(parts) > 1 and "".join(parts[-2:]) not in strong
-    # a descriptor right after the strong part also names a property ("llm.token_count.prompt")
-    described = described or any(
-        part in strong and following in _DESCRIPTORS for part, following in pairwise(parts)
+    # a descriptor right after the last strong part also names a property ("llm.token_count.prompt");
+    # after an earlier one it does not ("auth_method_password" holds a password)
+    last_strong = max(
+        (i for i, part in enumerate(parts) if part in strong or (i and parts[i - 1] + part in strong)),
+        default=None,
+    )
+    described = described or (
+        last_strong is not None and last_strong + 1 < len(parts) and parts[last_strong + 1] in _DESCRIPTORS
     )
     if strong:
         return 1 if described or "tokens" in parts else 2
