@@ -32,9 +32,10 @@ from opslake_sdk.client import ENV_AGENT_ID, ENV_API_KEY, ENV_URL
 
 TRACES_PATH = "/v1/traces"
 #: Spans per export. opslake reads at most 8 MiB of decompressed OTLP per request, behind API
-#: Gateway's 10 MB and Lambda's 6 MB payload limits (a protobuf body arrives base64-encoded, so
-#: about 4.4 MB on the wire); 512 spans (the SDK's default) of up to ~16 KiB each stay under it.
-#: Spans carrying whole prompts and completions are larger: lower this (128 for ~64 KiB spans).
+#: Gateway's 10 MB and Lambda's 6 MB payload limits; API Gateway inflates the gzip body and hands
+#: the protobuf to Lambda base64-encoded, so about 4.4 MB of spans fit: 512 spans (the SDK's
+#: default) of up to ~8 KiB each. Spans carrying whole prompts and completions are larger: lower
+#: this (64 for spans of 20-50 KiB).
 MAX_EXPORT_BATCH_SIZE = 512
 MAX_QUEUE_SIZE = 2048
 SCHEDULE_DELAY_MILLIS = 2000
@@ -79,9 +80,9 @@ def configure(
     from ``service_name`` or ``OPSLAKE_AGENT_ID``). Returns the provider.
 
     The batch settings keep every export under opslake's limits: API Gateway takes 10 MB and
-    Lambda 6 MB (about 4.4 MB of base64-encoded protobuf), and opslake reads at most 8 MiB after
-    gzip; ``max_export_batch_size`` 512 spans of up to ~16 KiB each fit. Lower it if your spans
-    carry whole prompts (see :data:`MAX_EXPORT_BATCH_SIZE`)."""
+    Lambda 6 MB (about 4.4 MB of uncompressed protobuf, base64-encoded), and opslake reads at most
+    8 MiB after gzip; ``max_export_batch_size`` 512 spans of up to ~8 KiB each fit. Lower it if your
+    spans carry whole prompts (see :data:`MAX_EXPORT_BATCH_SIZE`)."""
     provider: TracerProvider = tracer_provider
     if provider is None:
         current = trace.get_tracer_provider()
