@@ -738,3 +738,21 @@ def test_a_routes_url_given_as_the_base_url_still_reaches_events(url: str) -> No
     exporter = opslake_sdk.otel.exporter(url, "key")
     assert exporter._endpoint == "https://api.example.com/prod/v1/traces"
     exporter.shutdown()
+
+
+def test_the_sdk_copies_of_the_server_limits_equal_the_server_ones() -> None:
+    """The SDK is published on its own and cannot import the layer, so it repeats the /events limits;
+    a limit changed on one side only would make the server refuse or cut what the SDK sends."""
+    from opslake.ingest import events
+    from opslake.models import ops as server_ops
+
+    for name in (
+        "MAX_ID_CHARS", "MAX_SUMMARY_CHARS", "MAX_ERROR_CHARS", "MAX_ATTRIBUTES", "MAX_ATTRIBUTE_KEY_CHARS",
+        "MAX_ATTRIBUTE_VALUE_CHARS", "MAX_RECORD_BYTES", "MAX_DURATION_MS", "TRUNCATION_MARK",
+        "RESERVED_EVENT_KINDS", "RESERVED_SOURCES",
+    ):  # fmt: skip
+        assert getattr(sdk_ops, name) == getattr(server_ops, name), name
+    assert (sdk_ops.MAX_OPS_PER_REQUEST, sdk_ops.MAX_REQUEST_BYTES) == (
+        events.MAX_OPS_PER_REQUEST,
+        events.MAX_REQUEST_BYTES,
+    )
