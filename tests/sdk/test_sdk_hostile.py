@@ -28,7 +28,7 @@ import pytest
 
 import opslake_sdk
 from opslake_sdk import ops as sdk_ops
-from opslake_sdk.retry import RetryPolicy, parse_retry_after
+from opslake_sdk.retry import RetryPolicy, is_retryable, parse_retry_after
 from tests.sdk.test_sdk_client import ENTRY, Factory, FakeApi, accept_all, make  # noqa: F401  (make: the fixture)
 from tests.unit.conftest import no_sockets  # noqa: F401  (autouse: these tests open no sockets)
 
@@ -756,3 +756,12 @@ def test_the_sdk_copies_of_the_server_limits_equal_the_server_ones() -> None:
         events.MAX_OPS_PER_REQUEST,
         events.MAX_REQUEST_BYTES,
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "retried"),
+    [(429, True), (500, True), (501, True), (503, True), (599, True), (400, False), (404, False), (413, False),
+     (422, False), (200, False)],
+)  # fmt: skip
+def test_only_429_and_5xx_invite_a_resend(status: int, retried: bool) -> None:
+    assert is_retryable(status) is retried

@@ -15,12 +15,12 @@ from email.utils import parsedate_to_datetime
 
 from opslake_sdk.ops import RNG
 
-RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+THROTTLED = 429
 
 
 def is_retryable(status: int) -> bool:
-    """Whether an answer with this status invites the same request again."""
-    return status in RETRYABLE_STATUSES or 500 <= status <= 599
+    """Whether an answer with this status invites the same request again: 429 and every 5xx."""
+    return status == THROTTLED or 500 <= status <= 599
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
