@@ -765,3 +765,10 @@ def test_the_sdk_copies_of_the_server_limits_equal_the_server_ones() -> None:
 )  # fmt: skip
 def test_only_429_and_5xx_invite_a_resend(status: int, retried: bool) -> None:
     assert is_retryable(status) is retried
+
+
+def test_the_package_version_is_the_distribution_version() -> None:
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[2] / "sdk/python/pyproject.toml").read_text())["project"]
+    assert opslake_sdk.__version__ == project["version"]
