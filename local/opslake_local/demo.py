@@ -7,8 +7,8 @@ the analyzer finds the failure signatures and diagnoses them, the consolidator t
 playbook entries, and in the next cycle the agents that read playbooks fail less. The same seed
 runs a second fleet that never reads playbooks, so the difference is measured, not claimed. The
 fleet that reads playbooks reports what only its runtimes know (model calls, corrections, rescues)
-as OpenTelemetry spans through the SDK's OTLP exporter to ``POST /v1/traces``; the other posts the
-same reports to ``POST /events``.
+as spans through the OpenTelemetry SDK's OTLP exporter to ``POST /v1/traces`` (not opslake-sdk);
+the other posts the same reports to ``POST /events``.
 
 Writes ``out/demo/report.html`` (self-contained) and copies the lake under ``out/demo/lake/``.
 The diagnoser is the heuristic unless ``OPSLAKE_LLM_BASE_URL`` and ``OPSLAKE_LLM_MODEL`` are set.
