@@ -3,19 +3,16 @@
 Agent frameworks that already emit OpenTelemetry (GenAI semantic conventions, OpenInference)
 point their OTLP exporter here with the API key in a header; op-shaped spans go through the same
 validation and queue as ``POST /events``. Every answer, errors included, is in the request's
-encoding, as OTLP/HTTP requires.
+encoding, as OTLP/HTTP requires (a 415 for a content type that names no encoding answers in JSON).
 """
 
 from __future__ import annotations
-
-import base64
-import binascii
 
 from aws_lambda_powertools.event_handler import Response
 
 from opslake import runtime
 from opslake.config import get_settings
-from opslake.errors import UndecodableBodyError
+from opslake.http.bodies import raw_body
 from opslake.http.identity import caller_key_id
 from opslake.http.responses import create_resolver, report_error
 from opslake.models import now_utc
@@ -27,21 +24,6 @@ from opslake.otlp.responses import OtlpAnswer, error_answer, success_answer
 settings = get_settings()
 settings.require("ops_queue_url")
 app = create_resolver()
-
-
-def _body_bytes() -> bytes:
-    """The raw body: API Gateway hands binary media types (protobuf) over base64-encoded."""
-    event = app.current_event
-    body = event.body or ""
-    if event.is_base64_encoded:
-        try:
-            return base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise UndecodableBodyError("the request body is marked base64 but is not valid base64") from None
-    try:
-        return body.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates from a \ud800 in the proxy event
-        raise UndecodableBodyError("the request body is not valid UTF-8") from None
 
 
 def _respond(answer: OtlpAnswer) -> Response:
@@ -64,7 +46,7 @@ def post_traces() -> Response:
             caller_key_id(app.current_event.raw_event["requestContext"])
         )
         export = decode_export(
-            _body_bytes(),
+            raw_body(app.current_event),
             content_type=headers.get("content-type"),
             content_encoding=headers.get("content-encoding"),
         )

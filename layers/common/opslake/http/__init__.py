@@ -11,7 +11,7 @@ from opslake._lazy import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "bodies": ("check_json_depth", "parse_body", "parse_query", "request_body"),
+        "bodies": ("check_json_depth", "parse_body", "parse_query", "raw_body", "request_body"),
         "identity": ("KeyNameResolver", "apigateway_key_lookup", "caller_key_id"),
         "responses": ("as_opslake_error", "create_resolver", "json_response", "report_error"),
     },

@@ -64,19 +64,9 @@ def request_body(event: APIGatewayProxyEvent) -> str | None:
             "Content-Type: application/json",
             detail={"header": "Content-Type", "accepted": ["application/json"]},
         )
-    body = event.body
-    if body is None:
+    if event.body is None:
         return None
-    if event.is_base64_encoded:
-        try:
-            raw = base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise UndecodableBodyError("the request body is marked base64 but is not valid base64") from None
-    else:
-        try:
-            raw = body.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates from a \ud800 in the proxy event
-            raw = b"\xff"
+    raw = raw_body(event)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -84,6 +74,21 @@ def request_body(event: APIGatewayProxyEvent) -> str | None:
             f"the request body is not valid UTF-8 (byte {exc.start}); send JSON encoded as UTF-8",
             detail={"byte": exc.start},
         ) from None
+
+
+def raw_body(event: APIGatewayProxyEvent) -> bytes:
+    """The body's bytes as the client sent them: API Gateway hands binary media types (with ``*/*``,
+    every body) over base64-encoded; 400 when the base64 is broken."""
+    body = event.body or ""
+    if event.is_base64_encoded:
+        try:
+            return base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise UndecodableBodyError("the request body is marked base64 but is not valid base64") from None
+    try:
+        return body.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from a \ud800 in the proxy event: not UTF-8 text
+        return b"\xff"
 
 
 def check_json_depth(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> None:

@@ -35,8 +35,9 @@ Encoding = Literal["protobuf", "json"]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-#: Largest export opslake reads, after decompression. Lambda's own request limit is 6 MB (a
-#: protobuf body arrives base64-encoded, so ≈ 4.4 MB of it); gzip lets more spans through.
+#: Largest export opslake reads, after decompression. On AWS the tighter bound is Lambda's 6 MB request
+#: (API Gateway inflates a gzip body before the function, and a protobuf body arrives base64-encoded:
+#: ≈ 4.4 MB of it); this one holds wherever the function gets a body still compressed (the local stack).
 MAX_DECOMPRESSED_BYTES = 8 * 1024 * 1024
 #: A body that inflates more than this is refused before it reaches the limit above: real span
 #: batches compress 5-20×, a bomb by a thousand or more.

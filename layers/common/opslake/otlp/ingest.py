@@ -18,7 +18,13 @@ from pydantic import ValidationError
 
 from opslake.errors import QueueError, ServiceUnavailableError
 from opslake.ingest.events import redacted_fields, validate_op
-from opslake.models.ops import MAX_ATTRIBUTE_VALUE_CHARS, PRE_REDACTION_MARGIN, TEXT_LIMITS, QueuedOp
+from opslake.models.ops import (
+    MAX_ATTRIBUTE_VALUE_CHARS,
+    MAX_ID_CHARS,
+    PRE_REDACTION_MARGIN,
+    TEXT_LIMITS,
+    QueuedOp,
+)
 from opslake.models.validation import describe_problems, field_errors
 from opslake.otlp.decode import Export
 from opslake.otlp.mapping import map_export
@@ -69,7 +75,12 @@ def redaction_cost(op: dict[str, Any]) -> int:
         len(key) + min(len(str(value)), MAX_ATTRIBUTE_VALUE_CHARS + PRE_REDACTION_MARGIN)
         for key, value in attributes.items()
     )
-    return cost + sum(len(value) for value in op.values() if isinstance(value, str))
+    # ids and labels: redacted whole, and refused past MAX_ID_CHARS (so read no further than that)
+    return cost + sum(
+        min(len(value), MAX_ID_CHARS + 1)
+        for name, value in op.items()
+        if name not in TEXT_LIMITS and isinstance(value, str)
+    )
 
 
 def _reason(exc: Exception) -> str:

@@ -31,6 +31,7 @@ from opentelemetry.semconv.attributes.exception_attributes import EXCEPTION_MESS
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 from opslake.ingest.redact import redact
+from opslake.models.ops import MAX_ATTRIBUTES
 from opslake.otlp.decode import ExportTraceServiceRequest
 
 OpKind = Literal["tool", "model", "agent", "retrieval", "error", "explicit", "span"]
@@ -213,7 +214,7 @@ def error_of(span: Span, attributes: Mapping[str, Any], failed: bool) -> tuple[s
     exception = next(
         (attributes_of(e.attributes) for e in reversed(span.events) if e.name == EXCEPTION_EVENT), {}
     )
-    error = span.status.message or as_text(exception.get(EXCEPTION_MESSAGE))
+    error = as_text(span.status.message) or as_text(exception.get(EXCEPTION_MESSAGE))
     error_type = as_text(attributes.get(ERROR_TYPE)) or as_text(exception.get(EXCEPTION_TYPE))
     if failed:
         return error or "the span's status is ERROR", error_type or FAILED_SPAN_ERROR_TYPE
@@ -240,6 +241,37 @@ class RunContext:
     session_id: Any = None
 
 
+def _op_attributes(
+    span: Span, kind: OpKind, attributes: Mapping[str, Any], span_id: str, scope: str
+) -> dict[str, Any]:
+    """The op's attributes within the op limit (50): the span's own ids first (how a failure is
+    followed to its run), then the runtime's ``opslake.attributes.*`` (refused, with the room left,
+    when they do not fit), then the convention attributes kept (models, tokens) as room allows."""
+    own: dict[str, Any] = {ATTR_KIND: kind, ATTR_SPAN_ID: span_id, ATTR_SPAN_NAME: span.name[:1_000]}
+    if any(span.parent_span_id):  # some bridges send zeros for a root, which has none
+        own[ATTR_PARENT_SPAN_ID] = span.parent_span_id.hex()
+    if scope:
+        own[ATTR_SCOPE] = scope[:1_000]
+    claimed = {
+        key.removeprefix(OPSLAKE_ATTRIBUTES_PREFIX): value
+        for key, value in attributes.items()
+        if key.startswith(OPSLAKE_ATTRIBUTES_PREFIX) and isinstance(value, str | int | float | bool)
+    }
+    claimed = {key: value for key, value in claimed.items() if key not in own}  # ids are not claims
+    room = MAX_ATTRIBUTES - len(own)
+    if len(claimed) > room:
+        raise ValueError(
+            f"{len(claimed)} opslake.attributes.* given; at most {room} fit beside the span's own "
+            f"{len(own)} ({', '.join(own)}) within the op limit of {MAX_ATTRIBUTES} attributes"
+        )
+    conventions = [
+        (name, attributes[name])
+        for name in KEPT_ATTRIBUTES
+        if name not in claimed and isinstance(attributes.get(name), str | int | float | bool)
+    ]
+    return {**dict(conventions[: room - len(claimed)]), **claimed, **own}
+
+
 def span_to_op(
     span: Span,
     kind: OpKind,
@@ -264,25 +296,7 @@ def span_to_op(
     trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
     failed = span.status.code == Status.STATUS_CODE_ERROR
     error, error_type = error_of(span, attributes, failed)
-    kept: dict[str, Any] = {
-        name: attributes[name]
-        for name in KEPT_ATTRIBUTES
-        if isinstance(attributes.get(name), str | int | float | bool)
-    }
-    kept.update(
-        {
-            key.removeprefix(OPSLAKE_ATTRIBUTES_PREFIX): value
-            for key, value in attributes.items()
-            if key.startswith(OPSLAKE_ATTRIBUTES_PREFIX) and isinstance(value, str | int | float | bool)
-        }
-    )
-    kept[ATTR_KIND] = kind
-    kept[ATTR_SPAN_ID] = span_id
-    if any(span.parent_span_id):  # some bridges send zeros for a root, which has none
-        kept[ATTR_PARENT_SPAN_ID] = span.parent_span_id.hex()
-    kept[ATTR_SPAN_NAME] = span.name[:1_000]
-    if scope:
-        kept[ATTR_SCOPE] = scope[:1_000]
+    kept = _op_attributes(span, kind, attributes, span_id, scope)
     op: dict[str, Any] = {
         "op_id": f"{trace_id}:{span_id}",
         "trace_id": trace_id,
