@@ -21,9 +21,9 @@ from opentelemetry.semconv.attributes.exception_attributes import EXCEPTION_MESS
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 from opentelemetry.trace import SpanKind, StatusCode, format_span_id, format_trace_id
 
+from opslake.otlp.mapping import OPSLAKE_ATTRIBUTES_PREFIX, OPSLAKE_ENDPOINT, OPSLAKE_FIELDS
 from opslake_local.simulator import MODEL_CALL, MODES, TRACE_HEADER, CycleStats, SimAgent, Simulator
 from opslake_local.simulator.modes import PROMPT_TOKENS, RUNTIME_MODEL
-from opslake_local.simulator.otlp import OPSLAKE_ATTRIBUTES_PREFIX, OPSLAKE_ENDPOINT, OPSLAKE_FIELDS
 
 pytestmark = pytest.mark.integration
 
@@ -228,13 +228,3 @@ def test_the_spans_say_what_events_would_have_stored(
 def test_an_unknown_report_is_refused() -> None:
     with pytest.raises(ValueError, match="report must be one of events, otlp"):
         Simulator(BASE, fleet_agents(), report="kafka", http=httpx.Client())  # type: ignore[arg-type]
-
-
-def test_the_opslake_attribute_names_are_the_ones_the_route_reads() -> None:
-    """The simulator writes the contract's names itself (as any runtime would); they must be the
-    names /v1/traces maps back to op fields."""
-    from opslake.otlp import mapping
-
-    assert OPSLAKE_ENDPOINT == mapping.OPSLAKE_ENDPOINT
-    assert OPSLAKE_ATTRIBUTES_PREFIX == mapping.OPSLAKE_ATTRIBUTES_PREFIX
-    assert OPSLAKE_FIELDS == mapping.OPSLAKE_FIELDS

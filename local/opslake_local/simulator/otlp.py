@@ -15,7 +15,7 @@ exception event); a correction, a rescue or a result check is an ``opslake.*`` s
 carries ``opslake.endpoint`` and the other ``opslake.*`` extension attributes, so ``/v1/traces``
 stores the same op ``/events`` would have (apart from its id, trace id and the span's own
 attributes). Attribute names come from the convention packages; only the ``opslake.*`` names are
-opslake's own (the /v1/traces contract).
+opslake's own (the /v1/traces contract), imported from the mapping that reads them.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
+from opslake.otlp.mapping import OPSLAKE_ATTRIBUTES_PREFIX, OPSLAKE_ENDPOINT, OPSLAKE_FIELDS, OPSLAKE_PREFIX
 from opslake_local.simulator.agents import SimAgent
 
 Report = Literal["events", "otlp"]
@@ -49,14 +50,6 @@ TRACES_PATH = "/v1/traces"
 SCOPE = "opslake_local.simulator"
 Operation = gen_ai.GenAiOperationNameValues
 
-# opslake's extension attributes (the /v1/traces contract): each maps to the /events field of its name.
-OPSLAKE_PREFIX = "opslake."
-OPSLAKE_ENDPOINT = "opslake.endpoint"
-OPSLAKE_ATTRIBUTES_PREFIX = "opslake.attributes."
-OPSLAKE_FIELDS = (
-    "source", "event_kind", "task_class", "sig_hash", "correction", "applied_at_turn",
-    "rescue_attempted", "rescue_succeeded",
-)  # fmt: skip
 #: Set on the ``invoke_agent`` span when the task ends: whether it reached its goal. Not a status:
 #: a task fails because a tool call failed, and that failure is already an op of its own.
 TASK_SUCCEEDED = OPSLAKE_ATTRIBUTES_PREFIX + "task_succeeded"
