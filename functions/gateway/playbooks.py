@@ -17,25 +17,14 @@ from opslake.errors import ServiceUnavailableError
 from opslake.http.bodies import parse_query
 from opslake.http.responses import json_response
 from opslake.ingest.observe import summarize
-from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
-from opslake.observability import logger
+from opslake.models.playbooks import PlaybookSnapshot
 from opslake.tools.app import create_tool_app
 from opslake.tools.snapshots import CachedJsonObject, SnapshotUnavailableError
+from opslake.tools.snapshots import parse_playbook_snapshot as parse_snapshot
 
 settings = get_settings()
 settings.require("lake_bucket")
 app = create_tool_app()
-
-
-def parse_snapshot(document: Any) -> PlaybookSnapshot:
-    """The snapshot, keeping every valid entry (one bad entry must not hide the others)."""
-    entries = []
-    for raw in document.get("entries", []) if isinstance(document, dict) else []:
-        try:
-            entries.append(PlaybookEntry.model_validate(raw))
-        except ValueError as exc:
-            logger.warning("playbook entry skipped", error=str(exc)[:300])
-    return PlaybookSnapshot(generated_at=document["generated_at"], entries=entries)
 
 
 snapshot = CachedJsonObject(

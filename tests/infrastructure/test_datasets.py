@@ -56,6 +56,7 @@ def test_configured_datasets_are_the_template_tables(resources: dict[str, Any]) 
         ("TablesFunction", {("get", "/tables"), ("get", "/tables/{name}")}),
         ("WorkerFunction", {("get", "/worker/{id}")}),
         ("MatchFunction", {("post", "/match")}),
+        ("SearchFunction", {("post", "/search")}),
     ],
 )
 def test_data_tool_routes_are_keyed_and_have_log_groups(

@@ -36,6 +36,7 @@ ALLOWED_MANAGED = {
     "TablesFunctionRole": {BASIC, XRAY},
     "WorkerFunctionRole": {BASIC, XRAY},
     "MatchFunctionRole": {BASIC, XRAY},
+    "SearchFunctionRole": {BASIC, XRAY},
     "AnalyzerFunctionRole": {BASIC, XRAY},
     "ConsolidatorFunctionRole": {BASIC, XRAY},
     # Added by SAM for the SQS event source (receive/delete/get attributes).
@@ -319,6 +320,26 @@ def test_worker_and_match_may_query_the_workgroup_and_read_datasets_and_ops(
     (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
     assert listing["Condition"] == {
         "StringLike": {"s3:prefix": ["datasets/*", "ops/*", "ops-compacted/*", "athena-results/*"]}
+    }
+    assert all("Condition" not in s for s in allowed if s is not listing)
+
+
+def test_search_may_query_the_workgroup_and_read_datasets_and_the_playbook_snapshot_but_not_ops(
+    transformed: dict[str, Any],
+) -> None:
+    """POST /search reads the dataset tables through the engine and the snapshot GET /playbooks
+    serves; it never reads ops (its allowlist is the dataset tables of /sql's)."""
+    by_action, allowed = _data_tool_grants(transformed, "SearchFunctionRole")
+    expected = dict(QUERY_FUNCTION_GRANTS)
+    expected["s3:GetObject"] = [
+        {"Fn::Sub": "${LakeBucket.Arn}/datasets/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/playbooks/*"},
+        {"Fn::Sub": "${LakeBucket.Arn}/athena-results/*"},
+    ]
+    assert by_action == expected
+    (listing,) = [s for s in allowed if _as_list(s["Action"]) == ["s3:ListBucket"]]
+    assert listing["Condition"] == {
+        "StringLike": {"s3:prefix": ["datasets/*", "playbooks/*", "athena-results/*"]}
     }
     assert all("Condition" not in s for s in allowed if s is not listing)
 

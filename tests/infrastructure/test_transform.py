@@ -52,6 +52,7 @@ def test_functions_run_python312_with_tracing_and_shared_environment(transformed
         "TablesFunction",
         "WorkerFunction",
         "MatchFunction",
+        "SearchFunction",
         "AnalyzerFunction",
         "ConsolidatorFunction",
     }

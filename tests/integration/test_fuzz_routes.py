@@ -83,7 +83,9 @@ SCALE = 25 if HEAVY else 1
 # for a well-formed request cost ~50-100 ms an example; the others ~1-10 ms.
 IN_PROCESS_EXAMPLES = 120
 HTTP_EXAMPLES = 15
-_SLOW_FUNCTIONS = {"WorkerFunction", "ProfileFunction", "SqlFunction", "MatchFunction", "StatsFunction"}
+_SLOW_FUNCTIONS = {
+    "WorkerFunction", "ProfileFunction", "SqlFunction", "MatchFunction", "SearchFunction", "StatsFunction",
+}  # fmt: skip
 
 
 def _settings(examples: int) -> settings:
@@ -141,6 +143,7 @@ GOOD_BODIES: dict[str, dict[str, Any]] = {
         "context": "the state column holds two-letter codes", "task_class": "staffing_fill", "endpoint": "/sql",
     },
     "/match": {"role": "welder", "city": "Detroit", "state": "MI", "need": "mig welding", "count": 3},
+    "/search": {"q": "tig welder detroit", "limit": 5, "sources": ["workers", "playbooks"]},
     "/v1/traces": _otlp_json_export(),
 }
 SNAPSHOT = {
@@ -264,6 +267,11 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "state": st.sampled_from(["MI", "mi", "M1", "ZZ", "", "MIC"]),
     "result": st.sampled_from(["success", "failure", "lesson", "SUCCESS", ""]),
     "min_rating": st.floats(allow_nan=True, allow_infinity=True),
+    "q": st.sampled_from(["", " ", "the of", "a" * 201, "%_\\'", "100% o'brien", "ß É 🙂", "x " * 150])
+    | TEXT,
+    "sources": st.lists(
+        st.sampled_from(["workers", "placements", "playbooks", "ops", "", "WORKERS"]), max_size=4
+    ),
 }
 
 

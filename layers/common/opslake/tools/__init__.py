@@ -3,7 +3,8 @@
 ``app`` builds an observed tool resolver; ``sql`` runs one guarded read-only query (``POST /sql``);
 ``datasets`` answers ``GET /tables``, ``GET /worker/{id}`` and ``POST /match`` over the allowlisted
 datasets (ranking in ``matching``); ``snapshots`` serves S3 objects the jobs publish (playbooks,
-LLM state) from a per-container cache. Search, ask and MCP belong here too.
+LLM state) from a per-container cache; ``search`` answers ``POST /search`` (a SQL prefilter, then the
+BM25 of ``bm25``). Ask and MCP belong here too.
 Names resolve lazily: ``tools.sql`` needs sqlglot, which the other tools' cold starts skip.
 """
 
@@ -13,6 +14,7 @@ __all__, __getattr__ = lazy_exports(
     __name__,
     {
         "app": ("create_tool_app", "query_engine"),
+        "bm25": ("Document", "Scored", "query_terms", "words"),
         "datasets": (
             "MatchAnswer",
             "MatchRequest",
@@ -24,7 +26,8 @@ __all__, __getattr__ = lazy_exports(
             "validate_worker_id",
         ),
         "matching": ("Candidate", "Match", "rank"),
-        "snapshots": ("CachedJsonObject", "SnapshotUnavailableError"),
+        "search": ("SearchAnswer", "SearchRequest", "parse_search_request", "prefilter_sql", "search"),
+        "snapshots": ("CachedJsonObject", "SnapshotUnavailableError", "parse_playbook_snapshot"),
         "sql": ("run_sql",),
     },
 )

@@ -11,11 +11,14 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from opslake.observability import logger
+
+if TYPE_CHECKING:
+    from opslake.models.playbooks import PlaybookSnapshot
 
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 _NOT_MODIFIED = frozenset({"304", "NotModified"})
@@ -90,3 +93,17 @@ class CachedJsonObject:
             logger.warning("serving a cached copy: S3 read failed", key=self._key, error=reason)
             return self._copy.value
         raise SnapshotUnavailableError(f"s3://{self._bucket}/{self._key} could not be read: {reason}")
+
+
+def parse_playbook_snapshot(document: Any) -> PlaybookSnapshot:
+    """The consolidator's playbook snapshot, keeping every valid entry (one bad entry must not hide
+    the others); ``GET /playbooks`` and ``POST /search`` read it with this."""
+    from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
+
+    entries = []
+    for raw in document.get("entries", []) if isinstance(document, dict) else []:
+        try:
+            entries.append(PlaybookEntry.model_validate(raw))
+        except ValueError as exc:
+            logger.warning("playbook entry skipped", error=str(exc)[:300])
+    return PlaybookSnapshot(generated_at=document["generated_at"], entries=entries)

@@ -1,0 +1,281 @@
+"""POST /search's logic, pure: the tokenizer, BM25 on a fixed corpus, the SQL prefilter (hostile terms
+stay literals, and match literally on DuckDB), the allowlist and bad input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from opslake.errors import BadRequestError
+from opslake.models.playbooks import PlaybookEntry
+from opslake.query.api import ApiQueryConfig
+from opslake.query.base import Column, QueryEngine, QueryResult
+from opslake.tools import bm25
+from opslake.tools.search import (
+    CANDIDATES_PER_SOURCE,
+    SearchRequest,
+    parse_search_request,
+    playbook_candidates,
+    prefilter_sql,
+    search,
+)
+
+CONFIG = ApiQueryConfig(database="lake")
+
+
+# ---- tokenizer -----------------------------------------------------------------------------------
+def test_words_are_lowercased_stemmed_and_keep_dotted_codes() -> None:
+    assert bm25.words("Welders WELDING, the welds; AWS D1.1 in Houston") == [
+        "weld", "weld", "weld", "aws", "d1.1", "houston",
+    ]  # fmt: skip
+
+
+def test_terms_are_shown_as_the_first_word_they_came_from() -> None:
+    assert bm25.term_words("Pipe pipes, TIG welders welding") == {
+        "pip": "pipe",
+        "tig": "tig",
+        "weld": "welders",
+    }
+
+
+def test_query_terms_are_deduplicated_and_capped() -> None:
+    text = "tig TIG welding welder " + " ".join(f"word{i}" for i in range(12))
+    terms, ignored = bm25.query_terms(text, 10)
+    assert terms == ["tig", "weld", *(f"word{i}" for i in range(8))]
+    assert ignored == [f"word{i}" for i in range(8, 12)]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "the of and", "a b c", "%%% ''' ___ \\\\", "!!"])
+def test_a_text_of_stopwords_symbols_or_single_letters_has_no_terms(text: str) -> None:
+    assert bm25.query_terms(text, 10) == ([], [])
+
+
+# ---- BM25 on a fixed corpus ----------------------------------------------------------------------
+CORPUS = [
+    bm25.Document("long", "tig welding on stainless steel pipe at a refinery, night shifts, overtime", "b"),
+    bm25.Document("short", "tig welding", "a"),
+    bm25.Document("mig", "mig welding", "c"),
+    bm25.Document("forklift", "forklift operator, warehouse", "d"),
+    bm25.Document("tig-twice", "tig welder, tig welding", "e"),
+]
+
+
+def test_bm25_ranks_rare_terms_repeats_and_short_documents_first() -> None:
+    ranked = bm25.rank(CORPUS, ["tig", "weld"])
+    # "tig" is rarer than "weld" (3 of 5 documents vs 4); repeats count (the same length as "short"
+    # but every term twice); a long text is discounted;
+    # a document with neither term is not a result.
+    assert [s.key for s in ranked] == ["tig-twice", "short", "long", "mig"]
+    assert [s.matched_terms for s in ranked] == [["tig", "weld"]] * 3 + [["weld"]]
+    assert ranked[0].score > ranked[1].score > ranked[2].score > ranked[3].score > 0
+
+
+def test_bm25_ties_go_to_the_order_key_and_idf_is_never_negative() -> None:
+    same = [bm25.Document(k, "crane operator", order) for k, order in (("x", "2"), ("y", "1"), ("z", "3"))]
+    crane, _ = bm25.query_terms("cranes", 10)
+    ranked = bm25.rank(same, crane)
+    assert [s.key for s in ranked] == ["y", "x", "z"]  # a term in every document still scores above zero
+    assert ranked[0].score == ranked[2].score > 0
+    assert bm25.rank(same, []) == [] and bm25.rank([], crane) == []
+
+
+# ---- the SQL prefilter ---------------------------------------------------------------------------
+HOSTILE = ["o'brien", "100%", "a_b", "back\\slash", "'); DROP TABLE workers; --"]
+
+
+def _string_literals(sql: str) -> list[str]:
+    return [lit.this for lit in sqlglot.parse_one(sql, read="athena").find_all(exp.Literal) if lit.is_string]
+
+
+def test_prefilter_sql_keeps_hostile_terms_literal_and_reads_only_the_named_tables() -> None:
+    sql = prefilter_sql(CONFIG, ["workers", "placements"], HOSTILE)
+    assert "o''brien" in sql and "'100%'" in sql and "'a_b'" in sql and "'back\\slash'" in sql
+    assert "LIKE" not in sql.upper()  # strpos: % and _ are plain characters, no ESCAPE clause needed
+    (statement,) = sqlglot.parse(sql, read="athena")  # one statement: the quote did not end it
+    assert statement is not None
+    assert set(HOSTILE) <= set(_string_literals(sql))
+    ctes = {cte.alias for cte in statement.find_all(exp.CTE)}
+    tables = {(t.db, t.name) for t in statement.find_all(exp.Table) if t.name not in ctes}
+    assert tables == {("lake", "workers"), ("lake", "placements")}  # and never ops
+    assert sql.count(f"LIMIT {CANDIDATES_PER_SOURCE}") == 2
+
+
+def test_prefilter_matches_terms_literally_on_duckdb() -> None:
+    """Run the prefilter (as the embedded engine would, transpiled to DuckDB) over rows holding the
+    hostile characters: ``%`` and ``_`` are not wildcards, a quote is a quote, a backslash is itself."""
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA lake")
+    con.execute(
+        "CREATE TABLE lake.workers (worker_id VARCHAR, name VARCHAR, role VARCHAR, city VARCHAR, "
+        "state VARCHAR, skills VARCHAR[], certifications VARCHAR[], availability VARCHAR)"
+    )
+    rows = [
+        ("W00001", "Pat O'Brien", "welder", "Austin", "TX", ["tig welding"], [], "immediate"),
+        ("W00002", "Obrien Smith", "welder", "Austin", "TX", ["100% inspection"], [], "immediate"),
+        ("W00003", "Sam Ray", "welder", "Austin", "TX", ["1000 hours", "axb"], [], "immediate"),
+        ("W00004", "Lee a_b", "welder", "Austin", "TX", ["back\\slash"], [], "immediate"),
+    ]
+    con.executemany("INSERT INTO lake.workers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def hits(terms: list[str]) -> dict[str, int]:
+        sql = sqlglot.transpile(prefilter_sql(CONFIG, ["workers"], terms), read="athena", write="duckdb")[0]
+        return {row[1]: row[3] for row in con.execute(sql).fetchall() if row[1] is not None}
+
+    assert hits(["o'brien"]) == {"W00001": 1}
+    assert hits(["100%"]) == {"W00002": 1}
+    assert hits(["a_b"]) == {"W00004": 1}
+    assert hits(["back\\slash"]) == {"W00004": 1}
+    assert hits(["'); DROP TABLE workers; --"]) == {}
+    assert hits(["welding", "tig", "austin"]) == {"W00001": 3, "W00002": 1, "W00003": 1, "W00004": 1}
+    assert con.execute("SELECT count(*) FROM lake.workers").fetchone() == (4,)
+    # the statistics row: every row counted, and how many rows hold each term (BM25's N and df)
+    sql = sqlglot.transpile(
+        prefilter_sql(CONFIG, ["workers"], ["welding", "tig", "austin"]), read="athena", write="duckdb"
+    )[0]
+    (stats,) = [row for row in con.execute(sql).fetchall() if row[1] is None]
+    assert stats == ("workers", None, None, 4, 1, 1, 4)
+
+
+# ---- the request, the allowlist, playbook entries --------------------------------------------------
+@pytest.mark.parametrize(
+    ("body", "field", "says"),
+    [
+        ({"q": ""}, "q", "at least 1 character"),
+        ({"q": "   "}, "q", "at least 1 character"),
+        ({"q": "w" * 201}, "q", "at most 200 characters"),
+        ({}, "q", "Field required"),
+        ({"q": "welder", "limit": 0}, "limit", "greater than or equal to 1"),
+        ({"q": "welder", "limit": 51}, "limit", "less than or equal to 50"),
+        ({"q": "welder", "sources": ["ops"]}, "sources.0", "'workers', 'placements' or 'playbooks'"),
+        ({"q": "welder", "sources": []}, "sources", "at least 1 item"),
+        ({"q": "welder", "sql": "SELECT 1"}, "sql", "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_bodies_are_400s_naming_the_field(body: dict[str, Any], field: str, says: str) -> None:
+    with pytest.raises(BadRequestError) as caught:
+        parse_search_request(json.dumps(body))
+    assert caught.value.status == 400
+    assert any(d["field"] == field and says in d["message"] for d in caught.value.detail), caught.value.detail
+
+
+class RecordingEngine(QueryEngine):
+    """Answers every query with the given records and keeps the SQL."""
+
+    name = "embedded"
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.records = records
+        self.sql: list[str] = []
+
+    def run(self, sql: str, *, timeout_s: float = 60.0) -> QueryResult:
+        self.sql.append(sql)
+        names = list(self.records[0]) if self.records else ["src", "row_key", "doc", "hits"]
+        rows = [tuple(r[n] for n in names) for r in self.records]
+        return QueryResult([Column(n, "varchar") for n in names], rows, engine=self.name, query_id="q-1")
+
+
+def _row(src: str, key: str | None, doc: str | None, hits: int, *df: int) -> dict[str, Any]:
+    return {"src": src, "row_key": key, "doc": doc, "hits": hits, **{f"df_{i}": v for i, v in enumerate(df)}}
+
+
+def _entry(entry_id: str, trigger: str, action: str, status: str = "active") -> PlaybookEntry:
+    return PlaybookEntry.model_validate(
+        {
+            "entry_id": entry_id, "trigger": trigger, "action": action, "kind": "do", "confidence": 0.8,
+            "domain": "staffing", "status": status, "created_at": "2026-11-20T10:00:00Z",
+        }
+    )  # fmt: skip
+
+
+ENTRIES = [
+    _entry("pb-tig", "before matching tig welders", "filter on state, then rank by tig skills"),
+    _entry("pb-retired", "tig welders anywhere", "ask for tig welding", status="retired"),
+    _entry("pb-sql", "before querying ops", "filter on dt and hour first"),
+]
+
+
+def _search(body: dict[str, Any], engine: QueryEngine, allowed: list[str] | None = None) -> Any:
+    return search(
+        engine,
+        CONFIG,
+        SearchRequest.model_validate(body),
+        allowed_tables=allowed or ["workers", "placements", "ops"],
+        playbook_entries=lambda: ENTRIES,
+    )
+
+
+def test_search_ranks_rows_and_active_entries_together_and_names_their_sources() -> None:
+    engine = RecordingEngine(
+        [
+            _row(
+                "workers",
+                "W00042",
+                "W00042 | Ana Diaz | welder | Houston | TX | tig welding, mig welding",
+                3,
+                1,
+                1,
+                1,
+            ),
+            _row("workers", "W00007", "W00007 | Bo Li | welder | Austin | TX | mig welding", 1, 0, 1, 0),
+            _row("workers", None, None, 3000, 100, 400, 60),
+            _row(
+                "placements",
+                "P000001",
+                "P000001 | W00042 | Gulf Coast Refining | welder | Houston",
+                2,
+                0,
+                1,
+                1,
+            ),
+            _row("placements", None, None, 5000, 0, 600, 200),
+        ]
+    )
+    answer = _search({"q": "TIG welders in Houston"}, engine)
+    assert answer.terms == ["tig", "welders", "houston"]
+    assert answer.sources == ["workers", "placements", "playbooks"]
+    assert answer.candidates == {"workers": 2, "placements": 1, "playbooks": 1}
+    assert answer.searched_rows == 3000 + 5000 + 2  # the statistics rows and the two active entries
+    sources = [r.source for r in answer.results]
+    assert sources[0] == "workers/worker_id=W00042"
+    assert set(sources) == {
+        "workers/worker_id=W00042", "workers/worker_id=W00007", "placements/placement_id=P000001",
+        "playbooks/entry_id=pb-tig",
+    }  # fmt: skip
+    assert answer.results[0].matched_terms == ["tig", "welders", "houston"]
+    assert [r.score for r in answer.results] == sorted((r.score for r in answer.results), reverse=True)
+    (sql,) = engine.sql
+    assert '"lake"."workers"' in sql and '"lake"."placements"' in sql and "ops" not in sql
+    assert "TIG welders in Houston" not in sql  # only the terms reach SQL
+
+
+def test_sources_follow_the_sql_allowlist() -> None:
+    engine = RecordingEngine([])
+    answer = _search({"q": "welder", "sources": ["workers"]}, engine, allowed=["workers", "ops"])
+    assert answer.sources == ["workers"] and '"lake"."placements"' not in engine.sql[0]
+    with pytest.raises(BadRequestError, match="placements cannot be searched here; available sources: "
+                       "workers, playbooks"):  # fmt: skip
+        _search({"q": "welder", "sources": ["placements"]}, engine, allowed=["workers", "ops"])
+    only_playbooks = RecordingEngine([])
+    answer = _search({"q": "tig", "sources": ["playbooks"]}, only_playbooks)
+    assert only_playbooks.sql == [] and answer.engine is None
+    assert [r.source for r in answer.results] == ["playbooks/entry_id=pb-tig"]  # not the retired one
+
+
+def test_a_query_with_no_searchable_term_is_a_400_that_says_why() -> None:
+    engine = RecordingEngine([])
+    with pytest.raises(BadRequestError, match="q has no searchable term") as caught:
+        _search({"q": "the of %%% a"}, engine)
+    assert caught.value.detail == {"field": "q"} and engine.sql == []
+
+
+def test_playbook_candidates_are_active_and_bounded() -> None:
+    many = [_entry(f"pb-{i:04d}", f"tig rule {i}", "use tig") for i in range(CANDIDATES_PER_SOURCE + 5)]
+    assert len(playbook_candidates(many, ["tig"])[0]) == CANDIDATES_PER_SOURCE
+    picked, stats = playbook_candidates(ENTRIES, ["tig", "dt"])
+    assert [e.entry_id for e in picked] == ["pb-sql", "pb-tig"]  # one term each: by id
+    assert stats == bm25.CorpusStats(total=2, df={"tig": 1, "dt": 1})  # the retired entry is not counted
