@@ -29,6 +29,20 @@ LAMBDA_PAYLOAD_MAX = 6 * 1024 * 1024
 RECORD_OVERHEAD = 2048  # an SQS event record's fields around the body (ids, attributes, ARN)
 
 
+def forget_moto_messages() -> None:
+    """Let moto free the SQS messages it no longer holds.
+
+    moto's models append every instance they make to a class list (``instances_tracked``, read only
+    by its dashboard's model listing and its reset), so every message ever sent, and the copy each
+    receive returns, stayed alive after it was deleted: the local stack grew by ~7.7 KB per op under
+    load (bench_otlp_load.py) and never gave it back. A message still on a queue is held by the
+    queue itself, so forgetting the list loses nothing.
+    """
+    from moto.sqs.models import Message
+
+    Message.instances_tracked.clear()  # type: ignore[attr-defined]
+
+
 @dataclass
 class DrainResult:
     """What one drain pass did: messages received, written (deleted) and left for retry."""
@@ -169,6 +183,7 @@ class Drainer:
                 self.sqs.change_message_visibility(
                     QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
                 )
+        forget_moto_messages()
         return DrainResult(received=len(messages), written=len(done), failed=len(failed))
 
     def drain_once(self) -> DrainResult:
