@@ -15,6 +15,7 @@ from opslake.errors import BadRequestError
 from opslake.models.playbooks import PlaybookEntry
 from opslake.query.api import ApiQueryConfig
 from opslake.query.base import Column, QueryEngine, QueryResult
+from opslake.query.dialect import to_duckdb
 from opslake.tools import bm25
 from opslake.tools.search import (
     CANDIDATES_PER_SOURCE,
@@ -23,6 +24,7 @@ from opslake.tools.search import (
     playbook_candidates,
     prefilter_sql,
     search,
+    word_start_pattern,
 )
 
 CONFIG = ApiQueryConfig(database="lake")
@@ -94,11 +96,13 @@ def _string_literals(sql: str) -> list[str]:
 
 def test_prefilter_sql_keeps_hostile_terms_literal_and_reads_only_the_named_tables() -> None:
     sql = prefilter_sql(CONFIG, ["workers", "placements"], HOSTILE)
-    assert "o''brien" in sql and "'100%'" in sql and "'a_b'" in sql and "'back\\slash'" in sql
-    assert "LIKE" not in sql.upper()  # strpos: % and _ are plain characters, no ESCAPE clause needed
+    # each term is a word-start pattern whose non-alphanumeric characters are \\x{hex}: no quote,
+    # %, _ or backslash of the query is in the SQL text at all
+    assert "o''brien" not in sql and "%" not in sql and "a_b" not in sql
+    assert " LIKE " not in sql.upper()  # regexp_like: % and _ are plain characters, no ESCAPE clause needed
     (statement,) = sqlglot.parse(sql, read="athena")  # one statement: the quote did not end it
     assert statement is not None
-    assert set(HOSTILE) <= set(_string_literals(sql))
+    assert {word_start_pattern(t) for t in HOSTILE} <= set(_string_literals(sql))
     ctes = {cte.alias for cte in statement.find_all(exp.CTE)}
     tables = {(t.db, t.name) for t in statement.find_all(exp.Table) if t.name not in ctes}
     assert tables == {("lake", "workers"), ("lake", "placements")}  # and never ops
@@ -279,3 +283,74 @@ def test_playbook_candidates_are_active_and_bounded() -> None:
     picked, stats = playbook_candidates(ENTRIES, ["tig", "dt"])
     assert [e.entry_id for e in picked] == ["pb-sql", "pb-tig"]  # one term each: by id
     assert stats == bm25.CorpusStats(total=2, df={"tig": 1, "dt": 1})  # the retired entry is not counted
+
+
+# ---- review (helper L): the prefilter matches words, not substrings; odd rows ----------------------
+def _workers_table(rows: list[tuple[Any, ...]]) -> Any:
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA lake")
+    con.execute(
+        "CREATE TABLE lake.workers (worker_id VARCHAR, name VARCHAR, role VARCHAR, city VARCHAR, "
+        "state VARCHAR, skills VARCHAR[], certifications VARCHAR[], availability VARCHAR)"
+    )
+    con.executemany("INSERT INTO lake.workers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    return con
+
+
+def _embedded_candidates(con: Any, terms: list[str]) -> dict[str, int]:
+    """The prefilter as the embedded engine runs it: through the dialect layer (to_duckdb)."""
+    sql = to_duckdb(prefilter_sql(CONFIG, ["workers"], terms)).sql
+    return {row[1]: row[3] for row in con.execute(sql).fetchall() if row[1] is not None}
+
+
+def test_a_term_inside_other_words_does_not_crowd_the_word_out_of_the_candidates() -> None:
+    # 400 rows hold "al" inside "Dallas"; the one row in the state AL sorts last by key. A substring
+    # prefilter kept 300 Dallas rows (none of which BM25 then matches) and dropped the AL row.
+    rows = [(f"W{i:05d}", "Pat Roe", "welder", "Dallas", "TX", ["tig"], [], "now") for i in range(400)]
+    rows.append(("W99999", "Sam Poe", "welder", "Mobile", "AL", ["tig"], [], "now"))
+    con = _workers_table(rows)
+    assert _embedded_candidates(con, ["al"]) == {"W99999": 1}
+    (stats,) = [r for r in con.execute(to_duckdb(prefilter_sql(CONFIG, ["workers"], ["al"])).sql).fetchall()
+                if r[1] is None]  # fmt: skip
+    assert stats[3:] == (401, 1)  # df counts the word, not the substring
+
+
+def test_the_word_start_prefilter_still_finds_stemmed_forms_and_any_script() -> None:
+    con = _workers_table(
+        [
+            ("W00001", "Ana Müller", "Welder", "Houston", "TX", ["TIG welding"], ["AWS D1.1"], "now"),
+            ("W00002", "Bo Li", "rigger", "東京", "TX", ["medical supplies"], [], "now"),
+            ("W00003", "Cy Ode", "driver", "Austin", "TX", ["unweldable"], ["xd1.1"], "now"),
+        ]
+    )
+    terms, _ = bm25.query_terms("welders müller d1.1 supply 東京", 10)
+    assert _embedded_candidates(con, terms) == {"W00001": 3, "W00002": 2}
+
+
+def test_playbook_candidates_match_words_not_substrings() -> None:
+    entries = [_entry("pb-a", "install metal racks", "call the vendor"), _entry("pb-b", "AL sites", "check")]
+    picked, stats = playbook_candidates(entries, ["al"])
+    assert [e.entry_id for e in picked] == ["pb-b"] and stats.df == {"al": 1}
+
+
+def test_a_row_with_no_key_is_not_taken_for_the_statistics_row() -> None:
+    con = _workers_table(
+        [
+            (None, "Ana Diaz", "welder", "Houston", "TX", ["tig"], [], "now"),
+            ("W00002", "Bo Li", "welder", "Austin", "TX", ["tig"], [], "now"),
+        ]
+    )
+    fetched = con.execute(to_duckdb(prefilter_sql(CONFIG, ["workers"], ["tig"])).sql).fetchall()
+    assert [r[1:] for r in fetched if r[1] is None] == [(None, None, 2, 2)]  # only the statistics row
+
+
+def test_a_key_twice_is_one_candidate() -> None:
+    engine = RecordingEngine(
+        [
+            _row("workers", "W00042", "W00042 | Ana Diaz | welder | tig", 1, 1),
+            _row("workers", "W00042", "W00042 | Ana Diaz | welder | tig", 1, 1),
+            _row("workers", None, None, 10, 2),
+        ]
+    )
+    answer = _search({"q": "tig", "sources": ["workers"]}, engine)
+    assert answer.candidates == {"workers": 1} and [r.key for r in answer.results] == ["W00042"]

@@ -2,14 +2,14 @@
 
 Two steps. The query engine (Athena on AWS, the embedded DuckDB locally) pre-filters candidates:
 one ``UNION ALL`` query, one branch per searched table, each keeping at most
-:data:`CANDIDATES_PER_SOURCE` rows that contain a query term, those with the most distinct terms
-first. Only the query's *terms* reach SQL (tokenized, lower-cased, deduplicated, at most
-:data:`MAX_TERMS`), each a string literal with its quotes doubled
-(:func:`opslake.query.sqltext.sql_string`), matched with ``strpos`` rather than ``LIKE`` so that
-``%``, ``_`` and ``\\`` are plain characters and no ``ESCAPE`` clause (spelled differently by each
-engine) is needed; the raw query text never does. Active playbook entries (the snapshot
-``GET /playbooks`` serves) are pre-filtered the same way in Python. Then BM25
-(:mod:`opslake.tools.bm25`) ranks every candidate together, so scores compare across sources.
+:data:`CANDIDATES_PER_SOURCE` rows that hold a query term at the start of a word, those with the
+most distinct terms first. Only the query's *terms* reach SQL (tokenized, lower-cased, deduplicated,
+at most :data:`MAX_TERMS`, made of letters, digits and dots), each a ``regexp_like`` pattern
+(:func:`word_start_pattern`, every other character written ``\\x{hex}``) in a string literal with
+its quotes doubled (:func:`opslake.query.sqltext.sql_string`); the raw query text never does.
+Active playbook entries (the snapshot ``GET /playbooks`` serves) are pre-filtered the same way in
+Python. Then BM25 (:mod:`opslake.tools.bm25`) ranks every candidate together, so scores compare
+across sources.
 
 Searched tables: the dataset tables of the allowlist ``POST /sql`` uses (``settings.allowed_tables``)
 that this module knows the text columns of. ``/sql``'s allowlist also holds ``ops``, but search does
@@ -19,6 +19,7 @@ no ``dt``/``hour`` filter would grow with its history (``/sql`` is the tool for 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, cast
@@ -155,15 +156,32 @@ def needle(term: str) -> str:
     return term[:-1] if len(term) > 3 and term.endswith("y") else term
 
 
+def word_start_pattern(term: str) -> str:
+    """A regular expression (the same on Athena's Java regex and DuckDB's RE2) matching ``term``'s
+    :func:`needle` at the start of a word: ``al`` finds the state ``AL`` but not ``Dallas``. A bare
+    substring test let rows holding the needle inside other words fill the candidate bound and crowd
+    out the rows that hold the word. Every character that is not a letter or digit is written
+    ``\\x{hex}``, so no character of a term is a regex operator on either engine."""
+    body = "".join(c if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in needle(term))
+    return f"(^|[^\\p{{L}}\\p{{N}}]){body}"
+
+
+#: The same test in Python, for playbook entries: the needle not preceded by a letter or digit.
+def _word_start(term: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![^\W_])" + re.escape(needle(term)))
+
+
 def prefilter_sql(config: ApiQueryConfig, tables: Sequence[str], terms: Sequence[str]) -> str:
     """One query, two branches per table, columns ``src, row_key, doc, hits, df_0 … df_{n-1}``:
 
-    - the candidates: up to :data:`CANDIDATES_PER_SOURCE` rows whose text contains a term, the rows
-      with the most distinct terms first (then by key); ``df_i`` is 1 where term ``i`` is in the row;
+    - the candidates: up to :data:`CANDIDATES_PER_SOURCE` rows with a key whose text holds a term
+      (:func:`word_start_pattern`), the rows with the most distinct terms first (then by key);
+      ``df_i`` is 1 where term ``i`` is in the row;
     - one statistics row (``row_key`` NULL): ``hits`` is the table's row count and ``df_i`` how many
       rows contain term ``i``, the collection statistics BM25's idf needs (see :mod:`.bm25`).
 
-    Each table's text is flagged once, in a ``WITH`` query both branches read.
+    Each table's text is flagged once, in a ``WITH`` query both branches read (Athena inlines a
+    ``WITH`` query, so it scans the table's text columns twice).
     """
     if not terms:
         raise ValueError("a prefilter needs at least one term")
@@ -174,7 +192,7 @@ def prefilter_sql(config: ApiQueryConfig, tables: Sequence[str], terms: Sequence
         table = SEARCH_TABLES[name]
         ApiQueryConfig(database=config.database, table=name)  # checks the identifier
         flags = ", ".join(
-            f"CASE WHEN strpos(lower(doc), {sql_string(needle(t))}) > 0 THEN 1 ELSE 0 END AS {c}"
+            f"CASE WHEN regexp_like(lower(doc), {sql_string(word_start_pattern(t))}) THEN 1 ELSE 0 END AS {c}"
             for t, c in zip(terms, columns, strict=True)
         )
         flagged.append(
@@ -184,7 +202,7 @@ def prefilter_sql(config: ApiQueryConfig, tables: Sequence[str], terms: Sequence
         )
         branches.append(
             f"SELECT * FROM (\n  SELECT src, row_key, doc, {hits} AS hits, {', '.join(columns)}\n"
-            f"  FROM flags_{name}\n  WHERE {hits} > 0\n  ORDER BY hits DESC, row_key\n"
+            f"  FROM flags_{name}\n  WHERE {hits} > 0 AND row_key IS NOT NULL\n  ORDER BY hits DESC, row_key\n"
             f"  LIMIT {CANDIDATES_PER_SOURCE}\n) AS candidates_{name}"
         )
         totals = ", ".join(f"coalesce(sum({c}), 0) AS {c}" for c in columns)
@@ -206,7 +224,7 @@ def playbook_candidates(
 ) -> tuple[list[PlaybookEntry], bm25.CorpusStats]:
     """Active entries whose text contains a term, picked as the SQL prefilter picks rows (bounded the
     same), and the statistics of every active entry."""
-    needles = [needle(t) for t in terms]
+    needles = [_word_start(t) for t in terms]
     df = dict.fromkeys(terms, 0)
     total = 0
     scored = []
@@ -215,7 +233,7 @@ def playbook_candidates(
             continue
         total += 1
         text = _entry_text(entry).lower()
-        found = [t for t, n in zip(terms, needles, strict=True) if n in text]
+        found = [t for t, n in zip(terms, needles, strict=True) if n.search(text)]
         for term in found:
             df[term] += 1
         if found:
@@ -256,8 +274,9 @@ def search(
                     df[term] += int(record[f"df_{i}"] or 0)
                 continue
             found = (str(record["src"]), str(record["row_key"]))
-            rows[found] = str(record["doc"] or "")
-            candidates[found[0]] = candidates.get(found[0], 0) + 1
+            if found not in rows:  # a key held twice is one candidate (and one result)
+                rows[found] = str(record["doc"] or "")
+                candidates[found[0]] = candidates.get(found[0], 0) + 1
     if PLAYBOOKS in sources:
         entries, stats = playbook_candidates(playbook_entries(), terms)
         total += stats.total
