@@ -11,7 +11,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from opslake.errors import BadRequestError
+from opslake.errors import BadRequestError, ServiceUnavailableError
 from opslake.models.playbooks import PlaybookEntry
 from opslake.query.api import ApiQueryConfig
 from opslake.query.base import Column, QueryEngine, QueryResult
@@ -354,3 +354,21 @@ def test_a_key_twice_is_one_candidate() -> None:
     )
     answer = _search({"q": "tig", "sources": ["workers"]}, engine)
     assert answer.candidates == {"workers": 1} and [r.key for r in answer.results] == ["W00042"]
+
+
+def test_an_unreadable_playbook_snapshot_fails_before_the_engine_is_queried() -> None:
+    """The snapshot is read first: a 503 for it must not cost an Athena query first."""
+    engine = RecordingEngine([])
+
+    def unreadable() -> list[PlaybookEntry]:
+        raise ServiceUnavailableError("playbooks cannot be read right now", retry_after_s=5)
+
+    with pytest.raises(ServiceUnavailableError):
+        search(
+            engine,
+            CONFIG,
+            SearchRequest.model_validate({"q": "tig"}),
+            allowed_tables=["workers", "placements"],
+            playbook_entries=unreadable,
+        )
+    assert engine.sql == []

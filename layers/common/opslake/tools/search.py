@@ -262,6 +262,8 @@ def search(
     total = 0
     df = dict.fromkeys(terms, 0)
     engine_name: str | None = None
+    # The snapshot first: when it cannot be read the call is a 503 anyway, so no query is paid for.
+    entries = list(playbook_entries()) if PLAYBOOKS in sources else []
     tables = [s for s in sources if s in SEARCH_TABLES]
     if tables:
         sql = prefilter_sql(config, tables, terms)
@@ -278,11 +280,11 @@ def search(
                 rows[found] = str(record["doc"] or "")
                 candidates[found[0]] = candidates.get(found[0], 0) + 1
     if PLAYBOOKS in sources:
-        entries, stats = playbook_candidates(playbook_entries(), terms)
+        picked, stats = playbook_candidates(entries, terms)
         total += stats.total
         for term, count in stats.df.items():
             df[term] += count
-        for entry in entries:
+        for entry in picked:
             rows[(PLAYBOOKS, entry.entry_id)] = _entry_text(entry)
             candidates[PLAYBOOKS] += 1
     documents = [bm25.Document(k, text, order=f"{k[0]}/{k[1]}", group=k[0]) for k, text in rows.items()]
