@@ -372,3 +372,10 @@ def test_an_unreadable_playbook_snapshot_fails_before_the_engine_is_queried() ->
             playbook_entries=unreadable,
         )
     assert engine.sql == []
+
+
+def test_compatibility_forms_and_decomposed_accents_are_the_plain_word() -> None:
+    """Full-width letters (an IME's default) and combining accents (macOS file names, some pastes)
+    are normalised (NFKC) before tokenizing, so ``ＴＩＧ`` is ``tig`` and ``cafe\\u0301`` is ``café``."""
+    assert bm25.query_terms("ＴＩＧ Ｗｅｌｄｅｒ cafe\u0301", 10) == (["tig", "weld", "café"], [])
+    assert bm25.words("Ｔｉｇ welding at the cafe\u0301") == ["tig", "weld", "café"]

@@ -13,15 +13,17 @@ where N and df come from :class:`CorpusStats` of the whole collection when the c
 (``POST /search`` counts them in the same query that picks the candidates: candidates chosen for
 containing the terms would make every term look common), else from the candidates themselves;
 ``avgdl`` is the average length of the candidates of the same ``group`` (a worker's row is longer
-than a placement's, and should not lose for it). Words are lower-cased, stopwords dropped, and
-stemmed with the light stemmer of :mod:`opslake.tools.matching` (``welding``/``welder`` → ``weld``),
-the same for the query and the documents. Ties go to the caller's order key: the ranking is stable.
+than a placement's, and should not lose for it). Words are NFKC-normalised and lower-cased,
+stopwords dropped, and stemmed with the light stemmer of :mod:`opslake.tools.matching`
+(``welding``/``welder`` → ``weld``), the same for the query and the documents. Ties go to the
+caller's order key: the ranking is stable.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -46,10 +48,16 @@ stem = lru_cache(maxsize=8192)(_stem)
 _WORD = re.compile(r"[^\W_]+(?:\.[^\W_]+)*")
 
 
+def fold(text: str) -> str:
+    """``text`` NFKC-normalised and lower-cased: full-width ``ＴＩＧ`` is ``tig`` and a decomposed
+    ``e`` + combining acute is ``é``, as the tables' text (plain, composed) spells them."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
 def words(text: str) -> list[str]:
     """Every searchable word of ``text``, normalised, in order, duplicates kept (term frequency)."""
     out = []
-    for word in _WORD.findall(text.lower()):
+    for word in _WORD.findall(fold(text)):
         if word in STOPWORDS or len(word) < MIN_TERM_CHARS:
             continue
         term = stem(word)
@@ -61,7 +69,7 @@ def words(text: str) -> list[str]:
 def term_words(text: str) -> dict[str, str]:
     """Each term of ``text`` and the first word it came from (``pip`` → ``pipe``): what to show."""
     shown: dict[str, str] = {}
-    for word in _WORD.findall(text.lower()):
+    for word in _WORD.findall(fold(text)):
         if word not in STOPWORDS and len(word) >= MIN_TERM_CHARS:
             shown.setdefault(stem(word), word)
     return shown

@@ -232,7 +232,7 @@ def playbook_candidates(
         if entry.status != "active":
             continue
         total += 1
-        text = _entry_text(entry).lower()
+        text = bm25.fold(_entry_text(entry))
         found = [t for t, n in zip(terms, needles, strict=True) if n.search(text)]
         for term in found:
             df[term] += 1
