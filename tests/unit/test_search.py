@@ -26,6 +26,7 @@ from opslake.tools.search import (
     search,
     word_start_pattern,
 )
+from opslake.tools.snapshots import CachedJsonObject, SnapshotUnavailableError, parse_playbook_snapshot
 
 CONFIG = ApiQueryConfig(database="lake")
 
@@ -379,3 +380,23 @@ def test_compatibility_forms_and_decomposed_accents_are_the_plain_word() -> None
     are normalised (NFKC) before tokenizing, so ``ＴＩＧ`` is ``tig`` and ``cafe\\u0301`` is ``café``."""
     assert bm25.query_terms("ＴＩＧ Ｗｅｌｄｅｒ cafe\u0301", 10) == (["tig", "weld", "café"], [])
     assert bm25.words("Ｔｉｇ welding at the cafe\u0301") == ["tig", "weld", "café"]
+
+
+@pytest.mark.parametrize("document", [[], "x", 1, None, {}, {"entries": []}, {"generated_at": None}])
+def test_a_malformed_playbook_snapshot_is_unavailable_not_a_crash(document: Any) -> None:
+    """A snapshot that is JSON but not the contract (a list, no ``generated_at``) was a TypeError or
+    KeyError past the cache's ``ValueError`` guard: a 500 on /search and /playbooks instead of a 503."""
+
+    class Body:
+        def read(self) -> bytes:
+            return json.dumps(document).encode()
+
+    class S3:
+        def get_object(self, **_: Any) -> dict[str, Any]:
+            return {"Body": Body(), "ETag": '"e"'}
+
+    snapshot = CachedJsonObject(
+        lambda: S3(), "lake", "playbooks/current.json", parse_playbook_snapshot, ttl_s=60
+    )
+    with pytest.raises(SnapshotUnavailableError, match="invalid content"):
+        snapshot.get()

@@ -100,8 +100,11 @@ def parse_playbook_snapshot(document: Any) -> PlaybookSnapshot:
     the others); ``GET /playbooks`` and ``POST /search`` read it with this."""
     from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
 
+    if not isinstance(document, dict) or "generated_at" not in document:
+        # a ValueError, so the cache serves its last good copy or answers 503, not a 500
+        raise ValueError("a playbook snapshot is a JSON object with generated_at and entries")
     entries = []
-    for raw in document.get("entries", []) if isinstance(document, dict) else []:
+    for raw in document.get("entries") or []:
         try:
             entries.append(PlaybookEntry.model_validate(raw))
         except ValueError as exc:
