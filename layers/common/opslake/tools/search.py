@@ -5,7 +5,7 @@ one ``UNION ALL`` query, one branch per searched table, each keeping at most
 :data:`CANDIDATES_PER_SOURCE` rows that hold a query term at the start of a word, those with the
 most distinct terms first. Only the query's *terms* reach SQL (tokenized, lower-cased, deduplicated,
 at most :data:`MAX_TERMS`, made of letters, digits and dots), each a ``regexp_like`` pattern
-(:func:`word_start_pattern`, every other character written ``\\x{hex}``) in a string literal with
+(:func:`word_start_pattern`, a ``.`` written ``\\.``) in a string literal with
 its quotes doubled (:func:`opslake.query.sqltext.sql_string`); the raw query text never does.
 Active playbook entries (the snapshot ``GET /playbooks`` serves) are pre-filtered the same way in
 Python. Then BM25 (:mod:`opslake.tools.bm25`) ranks every candidate together, so scores compare
@@ -20,6 +20,7 @@ no ``dt``/``hour`` filter would grow with its history (``/sql`` is the tool for 
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, cast
@@ -157,13 +158,21 @@ def needle(term: str) -> str:
 
 
 def word_start_pattern(term: str) -> str:
-    """A regular expression (the same on Athena's Java regex and DuckDB's RE2) matching ``term``'s
-    :func:`needle` at the start of a word: ``al`` finds the state ``AL`` but not ``Dallas``. A bare
+    """A regular expression matching ``term``'s :func:`needle` at the start of a word, read alike by
+    Athena (Java syntax) and DuckDB (RE2): ``al`` finds the state ``AL`` but not ``Dallas``. A bare
     substring test let rows holding the needle inside other words fill the candidate bound and crowd
-    out the rows that hold the word. Every character that is not a letter or digit is written
-    ``\\x{hex}``, so no character of a term is a regex operator on either engine."""
-    body = "".join(c if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in needle(term))
-    return f"(^|[^\\p{{L}}\\p{{N}}]){body}"
+    out the rows that hold the word. Letters, digits and spaces stand for themselves and ASCII
+    punctuation (a term's ``.``) is backslash-escaped, which all three regex engines read as the
+    character itself; anything else cannot come from the tokenizer and is refused."""
+    body = []
+    for c in needle(term):
+        if c.isalnum() or c == " ":
+            body.append(c)
+        elif c in string.punctuation:
+            body.append("\\" + c)
+        else:
+            raise ValueError(f"not a search term: {term!r}")
+    return "(^|[^\\p{L}\\p{N}])" + "".join(body)
 
 
 #: The same test in Python, for playbook entries: the needle not preceded by a letter or digit.
