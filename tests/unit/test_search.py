@@ -153,6 +153,8 @@ def test_prefilter_matches_terms_literally_on_duckdb() -> None:
         ({}, "q", "Field required"),
         ({"q": "welder", "limit": 0}, "limit", "greater than or equal to 1"),
         ({"q": "welder", "limit": 51}, "limit", "less than or equal to 50"),
+        ({"q": "welder", "limit": True}, "limit", "valid integer"),  # was read as limit 1
+        ({"q": "welder", "limit": "5"}, "limit", "valid integer"),
         ({"q": "welder", "sources": ["ops"]}, "sources.0", "'workers', 'placements' or 'playbooks'"),
         ({"q": "welder", "sources": []}, "sources", "at least 1 item"),
         ({"q": "welder", "sql": "SELECT 1"}, "sql", "Extra inputs are not permitted"),

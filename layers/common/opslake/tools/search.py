@@ -91,7 +91,8 @@ class SearchRequest(BaseModel):
             description="words to look for, e.g. 'tig welder houston' (at most 10 distinct terms are used)",
         ),
     ]
-    limit: Annotated[int, Field(ge=1, le=MAX_RESULTS, description="most results to return")] = 10
+    # strict: a JSON true (or "5") is not a count; lax mode read true as limit 1
+    limit: Annotated[int, Field(ge=1, le=MAX_RESULTS, strict=True, description="most results to return")] = 10
     sources: Annotated[
         list[Source] | None,
         Field(min_length=1, max_length=3, description="where to search (default: every source)"),
