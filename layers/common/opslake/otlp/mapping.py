@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from openinference.semconv.trace import OpenInferenceSpanKindValues as OpenInferenceKind
 from openinference.semconv.trace import SpanAttributes as OpenInference
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
@@ -32,7 +33,6 @@ from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 from opslake.ingest.redact import redact
 from opslake.models.ops import MAX_ATTRIBUTES
-from opslake.otlp.decode import ExportTraceServiceRequest
 
 OpKind = Literal["tool", "model", "agent", "retrieval", "error", "explicit", "span"]
 Operation = gen_ai.GenAiOperationNameValues
