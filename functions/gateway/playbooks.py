@@ -19,21 +19,14 @@ from opslake.http.responses import json_response
 from opslake.ingest.observe import summarize
 from opslake.models.playbooks import PlaybookSnapshot
 from opslake.tools.app import create_tool_app
-from opslake.tools.snapshots import CachedJsonObject, SnapshotUnavailableError
-from opslake.tools.snapshots import parse_playbook_snapshot as parse_snapshot
+from opslake.tools.snapshots import SnapshotUnavailableError, playbook_snapshot
 
 settings = get_settings()
 settings.require("lake_bucket")
 app = create_tool_app()
 
 
-snapshot = CachedJsonObject(
-    lambda: runtime.client("s3"),
-    settings.lake_bucket,
-    settings.playbooks_key,
-    parse_snapshot,
-    ttl_s=settings.snapshot_cache_s,
-)
+snapshot = playbook_snapshot(lambda: runtime.client("s3"), settings)
 
 Text = Annotated[str | None, Field(min_length=1, max_length=200)]
 

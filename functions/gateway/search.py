@@ -11,20 +11,13 @@ from opslake.models.playbooks import PlaybookEntry
 from opslake.query.api import ApiQueryConfig
 from opslake.tools.app import create_tool_app, query_engine
 from opslake.tools.search import parse_search_request, search
-from opslake.tools.snapshots import CachedJsonObject, SnapshotUnavailableError, parse_playbook_snapshot
+from opslake.tools.snapshots import SnapshotUnavailableError, playbook_snapshot
 
 settings = get_settings()
 settings.require("lake_bucket")
 config = ApiQueryConfig.from_settings(settings)
 app = create_tool_app()
-# The same object, cache and parser GET /playbooks serves, so search finds what agents are served.
-snapshot = CachedJsonObject(
-    lambda: runtime.client("s3"),
-    settings.lake_bucket,
-    settings.playbooks_key,
-    parse_playbook_snapshot,
-    ttl_s=settings.snapshot_cache_s,
-)
+snapshot = playbook_snapshot(lambda: runtime.client("s3"), settings)
 
 
 def playbook_entries() -> list[PlaybookEntry]:

@@ -27,7 +27,12 @@ __all__, __getattr__ = lazy_exports(
         ),
         "matching": ("Candidate", "Match", "rank"),
         "search": ("SearchAnswer", "SearchRequest", "parse_search_request", "prefilter_sql", "search"),
-        "snapshots": ("CachedJsonObject", "SnapshotUnavailableError", "parse_playbook_snapshot"),
+        "snapshots": (
+            "CachedJsonObject",
+            "SnapshotUnavailableError",
+            "parse_playbook_snapshot",
+            "playbook_snapshot",
+        ),
         "sql": ("run_sql",),
     },
 )

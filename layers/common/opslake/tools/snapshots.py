@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from opslake.observability import logger
 
 if TYPE_CHECKING:
+    from opslake.config import Settings
     from opslake.models.playbooks import PlaybookSnapshot
 
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -110,3 +111,15 @@ def parse_playbook_snapshot(document: Any) -> PlaybookSnapshot:
         except ValueError as exc:
             logger.warning("playbook entry skipped", error=str(exc)[:300])
     return PlaybookSnapshot(generated_at=document["generated_at"], entries=entries)
+
+
+def playbook_snapshot(client_factory: Callable[[], Any], settings: Settings) -> CachedJsonObject:
+    """The playbook snapshot as ``GET /playbooks`` serves it and ``POST /search`` searches it: one
+    object, one cache policy and one parser, so search finds what agents are served."""
+    return CachedJsonObject(
+        client_factory,
+        settings.lake_bucket,
+        settings.playbooks_key,
+        parse_playbook_snapshot,
+        ttl_s=settings.snapshot_cache_s,
+    )
