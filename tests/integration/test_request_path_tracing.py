@@ -34,6 +34,16 @@ REQUEST_PATH = sorted(
 #: Loaded only by the first request (a handler's import must not).
 DEFERRED = ("boto3", "botocore.client", "aws_xray_sdk", "aws_xray_sdk.core")
 
+# A Lambda context for the probes below, indented for their `with mock_aws():` blocks.
+LAMBDA_CONTEXT = """
+    class Context:
+        function_name = "opslake-test"; function_version = "$LATEST"; memory_limit_in_mb = 256
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:opslake-test"
+        aws_request_id = "00000000-0000-0000-0000-000000000000"
+        @staticmethod
+        def get_remaining_time_in_millis(): return 30_000
+"""
+
 IMPORT_PROBE = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("handler_under_test", sys.argv[1])
@@ -56,18 +66,13 @@ with mock_aws():
     import os
     os.environ["OPSLAKE_OPS_QUEUE_URL"] = queue_url
 
-    class Context:
-        function_name = "opslake-test"; function_version = "$LATEST"; memory_limit_in_mb = 256
-        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:opslake-test"
-        aws_request_id = "00000000-0000-0000-0000-000000000000"
-        @staticmethod
-        def get_remaining_time_in_millis(): return 30_000
+    LAMBDA_CONTEXT
 
     response = module.handler(json.load(open(sys.argv[3])), Context())
     queued = boto3.client("sqs").receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
 print("RESULT " + json.dumps({"loaded_at_import": loaded_at_import, "status": response["statusCode"],
                               "queued": len(queued)}))
-"""
+""".replace("\n    LAMBDA_CONTEXT\n", LAMBDA_CONTEXT)
 
 
 def lambda_env(**extra: str) -> dict[str, str]:
@@ -223,16 +228,11 @@ with mock_aws():
     import boto3
     boto3.client("s3").create_bucket(Bucket="lake")
 
-    class Context:
-        function_name = "opslake-test"; function_version = "$LATEST"; memory_limit_in_mb = 256
-        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:opslake-test"
-        aws_request_id = "00000000-0000-0000-0000-000000000000"
-        @staticmethod
-        def get_remaining_time_in_millis(): return 30_000
+    LAMBDA_CONTEXT
 
     response = module.handler(json.load(open(sys.argv[2])), Context())
 print("RESULT " + json.dumps({"status": response["statusCode"], "reachable": json.loads(response["body"])["reachable"]}))
-"""
+""".replace("\n    LAMBDA_CONTEXT\n", LAMBDA_CONTEXT)
 
 
 def test_get_model_probe_of_the_llm_endpoint_is_a_subsegment() -> None:
