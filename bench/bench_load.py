@@ -156,6 +156,46 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
 
 
+def measured_drainer(drainer: Any) -> Any:
+    """A subclass of the stack's ``Drainer`` (of whichever checkout is on the path: hence built from
+    the class, not imported) that times each writer batch and the age of its oldest message:
+    ``batches`` holds (time, messages, ops, busy s, lag s). bench_otlp_load.py uses it too."""
+
+    class MeasuredDrainer(drainer):
+        """The stack's drainer, timing each writer batch and the age of its oldest message."""
+
+        def __init__(self, *a: Any, **k: Any) -> None:
+            super().__init__(*a, **k)
+            self.batches: list[tuple[float, int, int, float, float]] = []  # t, messages, ops, busy s, lag s
+
+        def drain_source(self, source: Any) -> Any:
+            started = time.perf_counter()
+            original = self._receive  # type: ignore[has-type]  # the base is known at run time only
+            seen: dict[str, Any] = {}
+
+            def receive(url: str, batch_size: int) -> list[dict[str, Any]]:
+                got = original(url, batch_size)
+                seen["messages"] = got
+                return got
+
+            self._receive = receive
+            try:
+                result = super().drain_source(source)
+            finally:
+                del self._receive
+            messages = seen.get("messages") or []
+            if messages and source.queue == "OpsQueue":
+                now_ms = time.time() * 1000
+                oldest = min(int(m["Attributes"]["SentTimestamp"]) for m in messages)
+                ops = sum(m["Body"].count("\n") + 1 for m in messages)
+                self.batches.append(
+                    (time.time(), len(messages), ops, time.perf_counter() - started, (now_ms - oldest) / 1000)
+                )
+            return result
+
+    return MeasuredDrainer
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -183,7 +223,7 @@ def main() -> None:
     import pyarrow.parquet as pq
 
     import opslake
-    from opslake_local.drain import BackgroundDrainer, Drainer, DrainResult
+    from opslake_local.drain import BackgroundDrainer, Drainer
     from opslake_local.http import LocalApi
     from opslake_local.schedule import Scheduler
     from opslake_local.stack import QUIET_ENV, LocalStack
@@ -192,37 +232,7 @@ def main() -> None:
     print(f"code: {Path(opslake.__file__).parents[3]}")
     print(f"texts: {len(texts[0])} AWS error shapes, {len(texts[1])} AWS request examples (botocore data)")
 
-    class MeasuredDrainer(Drainer):
-        """The stack's drainer, timing each writer batch and the age of its oldest message."""
-
-        def __init__(self, *a: Any, **k: Any) -> None:
-            super().__init__(*a, **k)
-            self.batches: list[tuple[float, int, int, float, float]] = []  # t, messages, ops, busy s, lag s
-
-        def drain_source(self, source: Any) -> DrainResult:
-            started = time.perf_counter()
-            original = self._receive
-            seen: dict[str, Any] = {}
-
-            def receive(url: str, batch_size: int) -> list[dict[str, Any]]:
-                got = original(url, batch_size)
-                seen["messages"] = got
-                return got
-
-            self._receive = receive  # type: ignore[method-assign]
-            try:
-                result = super().drain_source(source)
-            finally:
-                del self._receive
-            messages = seen.get("messages") or []
-            if messages and source.queue == "OpsQueue":
-                now_ms = time.time() * 1000
-                oldest = min(int(m["Attributes"]["SentTimestamp"]) for m in messages)
-                ops = sum(m["Body"].count("\n") + 1 for m in messages)
-                self.batches.append(
-                    (time.time(), len(messages), ops, time.perf_counter() - started, (now_ms - oldest) / 1000)
-                )
-            return result
+    MeasuredDrainer = measured_drainer(Drainer)
 
     # that checkout's template, hence its functions' code too (not the working directory's)
     with LocalStack(root / "template.yaml", env_overrides=QUIET_ENV) as stack:

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "local"), str(ROOT / "bench")]
 
 import requests  # noqa: E402
-from bench_load import _cpu_s, _percentile  # noqa: E402
+from bench_load import _cpu_s, _percentile, measured_drainer  # noqa: E402
 from bench_otlp import WORDS, Runs, SeededIds  # noqa: E402
 from openinference.semconv.trace import SpanAttributes as OpenInference  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http import Compression  # noqa: E402
@@ -297,46 +297,12 @@ def main() -> None:
     import pyarrow.parquet as pq
 
     from opslake_local.containers import ContainerPool
-    from opslake_local.drain import BackgroundDrainer, Drainer, DrainResult
+    from opslake_local.drain import BackgroundDrainer, Drainer
     from opslake_local.http import LocalApi
     from opslake_local.schedule import Scheduler
     from opslake_local.stack import QUIET_ENV, LocalStack
 
-    class MeasuredDrainer(Drainer):
-        """The stack's drainer, timing each writer batch and the age of its oldest message."""
-
-        def __init__(self, *a: Any, **k: Any) -> None:
-            super().__init__(*a, **k)
-            self.batches: list[tuple[float, int, int, float, float]] = []  # t, messages, ops, busy s, lag s
-
-        def drain_source(self, source: Any) -> DrainResult:
-            started = time.perf_counter()
-            original = self._receive
-            seen: dict[str, Any] = {}
-
-            def receive(url: str, batch_size: int) -> list[dict[str, Any]]:
-                seen["messages"] = original(url, batch_size)
-                return seen["messages"]
-
-            self._receive = receive  # type: ignore[method-assign]
-            try:
-                result = super().drain_source(source)
-            finally:
-                del self._receive
-            messages = seen.get("messages") or []
-            if messages and source.queue == "OpsQueue":
-                oldest = min(int(m["Attributes"]["SentTimestamp"]) for m in messages)
-                ops = sum(m["Body"].count("\n") + 1 for m in messages)
-                self.batches.append(
-                    (
-                        time.time(),
-                        len(messages),
-                        ops,
-                        time.perf_counter() - started,
-                        time.time() - oldest / 1000,
-                    )
-                )
-            return result
+    MeasuredDrainer = measured_drainer(Drainer)
 
     with LocalStack(ROOT / "template.yaml", env_overrides=QUIET_ENV) as stack:
         invoker = stack.invoker()
