@@ -57,6 +57,7 @@ def test_configured_datasets_are_the_template_tables(resources: dict[str, Any]) 
         ("WorkerFunction", {("get", "/worker/{id}")}),
         ("MatchFunction", {("post", "/match")}),
         ("SearchFunction", {("post", "/search")}),
+        ("AskFunction", {("post", "/ask")}),
     ],
 )
 def test_data_tool_routes_are_keyed_and_have_log_groups(

@@ -37,6 +37,7 @@ ALLOWED_MANAGED = {
     "WorkerFunctionRole": {BASIC, XRAY},
     "MatchFunctionRole": {BASIC, XRAY},
     "SearchFunctionRole": {BASIC, XRAY},
+    "AskFunctionRole": {BASIC, XRAY},
     "AnalyzerFunctionRole": {BASIC, XRAY},
     "ConsolidatorFunctionRole": {BASIC, XRAY},
     # Added by SAM for the SQS event source (receive/delete/get attributes).

@@ -53,6 +53,7 @@ def test_functions_run_python312_with_tracing_and_shared_environment(transformed
         "WorkerFunction",
         "MatchFunction",
         "SearchFunction",
+        "AskFunction",
         "AnalyzerFunction",
         "ConsolidatorFunction",
     }

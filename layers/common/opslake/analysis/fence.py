@@ -52,7 +52,7 @@ LOCATION = "<location>"
 
 #: The gateway's routes (template.yaml; a unit test keeps the two equal).
 GATEWAY_ROUTES = (
-    "/events", "/health", "/log", "/match", "/model", "/playbooks", "/profile/{agent_id}", "/search",
+    "/ask", "/events", "/health", "/log", "/match", "/model", "/playbooks", "/profile/{agent_id}", "/search",
     "/sql", "/stats", "/tables", "/tables/{name}", "/v1/traces", "/worker/{id}",
 )  # fmt: skip
 #: The catalog's sample tables and their columns (template.yaml's Glue tables; a unit test checks).
@@ -65,11 +65,11 @@ CATALOG = {
         "placement_id", "worker_id", "client", "role", "city", "state", "start_date", "end_date", "status",
     ),
 }  # fmt: skip
-#: Request fields of the tools' schemas (``POST /match``, ``/sql``, ``/log``, ``/search``, ``/events``).
+#: Request fields of the tools' schemas (``POST /match``, ``/sql``, ``/log``, ``/search``, ``/ask``, ``/events``).
 TOOL_FIELDS = (
     "role", "state", "city", "need", "count", "skills", "certifications", "availability",
     "min_rating", "max_rate", "sql", "limit", "operation", "approach", "result", "context",
-    "task_class", "endpoint", "hours", "ops", "q", "sources",
+    "task_class", "endpoint", "hours", "ops", "q", "sources", "question", "tables",
 )  # fmt: skip
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 #: The normalizer's placeholders (``<num>``, ``<str>``, shown as ``{num}``) and route parameters.
