@@ -11,10 +11,8 @@ says so (records without it were packed the old way; see opslake.models.playbook
 """
 
 import json
-from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from opslake import runtime
 from opslake.config import get_settings
@@ -24,26 +22,14 @@ from opslake.http.identity import caller_key_id
 from opslake.http.responses import json_response
 from opslake.ingest.observe import SESSION_HEADER, TRACE_HEADER, summarize, summarize_request
 from opslake.ingest.redact import redact
-from opslake.models.ops import MAX_ID_CHARS, MAX_SUMMARY_CHARS, Id, OpInput, QueuedOp, now_utc
+from opslake.models.ops import OpInput, QueuedOp, now_utc
 from opslake.models.playbooks import LOG_FORMAT, LOG_FORMAT_ATTRIBUTE
+from opslake.models.tools import LogRequest
 from opslake.tools.app import create_tool_app
 
 settings = get_settings()
 settings.require("ops_queue_url")
 app = create_tool_app()
-MAX_TEXT_CHARS = MAX_SUMMARY_CHARS  # so the approach and the context fit their summaries uncut
-
-
-class LogRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    operation: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description="what was attempted")]
-    approach: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS, description="how it was done")]
-    result: Literal["success", "failure", "lesson"]
-    context: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
-    task_class: Id | None = None
-    endpoint: Id | None = Field(default=None, description="the tool or route the outcome is about")
-    op_id: Id | None = Field(default=None, description="idempotency key; a ULID is assigned when missing")
 
 
 def redacted_approach(operation: str, approach: str) -> str:

@@ -6,10 +6,9 @@ selection does); a request whose ``If-None-Match`` names it gets ``304 Not Modif
 
 import hashlib
 import json
-from typing import Annotated, Any
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from opslake import runtime
 from opslake.config import get_settings
@@ -18,6 +17,7 @@ from opslake.http.bodies import parse_query
 from opslake.http.responses import json_response
 from opslake.ingest.observe import summarize
 from opslake.models.playbooks import PlaybookSnapshot
+from opslake.models.tools import PlaybooksQuery
 from opslake.tools.app import create_tool_app
 from opslake.tools.snapshots import SnapshotUnavailableError, playbook_snapshot
 
@@ -27,17 +27,6 @@ app = create_tool_app()
 
 
 snapshot = playbook_snapshot(lambda: runtime.client("s3"), settings)
-
-Text = Annotated[str | None, Field(min_length=1, max_length=200)]
-
-
-class PlaybooksQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    endpoint: Text = None
-    task_class: Text = None
-    q: Text = Field(default=None, description="words that must all appear in the trigger or action")
-    limit: Annotated[int, Field(ge=1, le=50)] = 10
 
 
 def etag_of(body: str) -> str:
@@ -69,8 +58,13 @@ def get_playbooks() -> Response:
         answer = {"entries": [], "generated_at": None}
     else:
         entries = current.select(
-            endpoint=query.endpoint, task_class=query.task_class, q=query.q, limit=query.limit
+            endpoint=query.endpoint,
+            task_class=query.task_class,
+            q=query.q,
+            limit=len(current.entries) if query.entry_id else query.limit,
         )
+        if query.entry_id:  # one entry (an MCP resources/read): still only an active one
+            entries = [e for e in entries if e.entry_id == query.entry_id][: query.limit]
         summary = f"{len(entries)} entries"
         answer = {"entries": [e.served() for e in entries], "generated_at": current.generated_at.isoformat()}
         # which agent read which entries: the consolidator measures an entry on its readers

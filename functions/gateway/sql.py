@@ -1,26 +1,18 @@
 """POST /sql: one read-only Athena query over the allowed tables, at most ``limit`` rows back."""
 
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from opslake import runtime
 from opslake.config import get_settings
 from opslake.http.bodies import parse_body, request_body
 from opslake.ingest.observe import summarize
+from opslake.models.tools import SqlRequest
 from opslake.tools.app import create_tool_app, query_engine
 
 settings = get_settings()
 app = create_tool_app()
 #: API Gateway gives up after 29 s; the query is cancelled before that.
 MAX_TIMEOUT_S = 25.0
-
-
-class SqlRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False)
-
-    sql: Annotated[str, Field(min_length=1, max_length=20_000, description="one Athena SELECT/WITH query")]
-    limit: Annotated[int, Field(ge=1, le=10_000, description="most rows to return")] = 1_000
 
 
 @app.post("/sql")

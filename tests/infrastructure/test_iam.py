@@ -37,6 +37,7 @@ ALLOWED_MANAGED = {
     "WorkerFunctionRole": {BASIC, XRAY},
     "MatchFunctionRole": {BASIC, XRAY},
     "SearchFunctionRole": {BASIC, XRAY},
+    "McpFunctionRole": {BASIC, XRAY},
     "AskFunctionRole": {BASIC, XRAY},
     "AnalyzerFunctionRole": {BASIC, XRAY},
     "ConsolidatorFunctionRole": {BASIC, XRAY},
@@ -343,6 +344,25 @@ def test_search_may_query_the_workgroup_and_read_datasets_and_the_playbook_snaps
         "StringLike": {"s3:prefix": ["datasets/*", "playbooks/*", "athena-results/*"]}
     }
     assert all("Condition" not in s for s in allowed if s is not listing)
+
+
+def test_mcp_function_may_do_what_its_tools_may_and_nothing_more(transformed: dict[str, Any]) -> None:
+    """POST /mcp runs each MCP tool's handler in its own process (opslake.tools.mcp.registry), so
+    its role is exactly the union of those handlers' roles: a new tool's grants go there too."""
+    from opslake.tools.mcp.registry import TOOLS
+
+    union: dict[str, set[str]] = {}
+    prefixes: set[str] = set()
+    for role in {f"{tool.module.capitalize()}FunctionRole" for tool in TOOLS}:
+        by_action, allowed = _grants(transformed, role)
+        assert by_action, f"no grants for {role}"
+        for action, resources in _canonical(by_action).items():
+            union.setdefault(action, set()).update(resources)
+        if any(_as_list(s["Action"]) == ["s3:ListBucket"] for s in allowed):
+            prefixes.update(_listing_prefixes(allowed))
+    by_action, allowed = _grants(transformed, "McpFunctionRole")
+    assert {action: set(resources) for action, resources in _canonical(by_action).items()} == union
+    assert set(_listing_prefixes(allowed)) == prefixes
 
 
 # ---- scheduled jobs: AnalyzerFunction (every 5 min), ConsolidatorFunction (every 30 min) --------

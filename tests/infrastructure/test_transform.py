@@ -54,6 +54,7 @@ def test_functions_run_python312_with_tracing_and_shared_environment(transformed
         "MatchFunction",
         "SearchFunction",
         "AskFunction",
+        "McpFunction",
         "AnalyzerFunction",
         "ConsolidatorFunction",
     }

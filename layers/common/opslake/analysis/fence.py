@@ -53,7 +53,7 @@ LOCATION = "<location>"
 #: The gateway's routes (template.yaml; a unit test keeps the two equal).
 GATEWAY_ROUTES = (
     "/ask", "/events", "/health", "/log", "/match", "/model", "/playbooks", "/profile/{agent_id}", "/search",
-    "/sql", "/stats", "/tables", "/tables/{name}", "/v1/traces", "/worker/{id}",
+    "/mcp", "/sql", "/stats", "/tables", "/tables/{name}", "/v1/traces", "/worker/{id}",
 )  # fmt: skip
 #: The catalog's sample tables and their columns (template.yaml's Glue tables; a unit test checks).
 CATALOG = {

@@ -10,6 +10,11 @@ code as ``error_type`` and its message as ``error``), and sends one op record to
 Observation never fails the agent's call: if the record cannot be built or enqueued, the whole
 record is written as one structured log line (recoverable from CloudWatch Logs) and the metric
 ``ObservationsLost`` counts it.
+
+A call that came through ``POST /mcp`` (:mod:`opslake.tools.mcp` dispatches it to the tool's own
+resolver) is recorded exactly like the REST call but with ``source`` "mcp": the MCP handler marks
+the event's ``requestContext`` (:data:`TRANSPORT_MARKER`), which API Gateway builds and no client
+can set; a header could be forged.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ if TYPE_CHECKING:
 SESSION_HEADER = "x-opslake-session-id"
 TRACE_HEADER = "x-opslake-trace-id"
 TASK_CLASS_HEADER = "x-opslake-task-class"
+
+#: The ``requestContext`` key the MCP handler sets on the events it builds, and its value.
+TRANSPORT_MARKER = "opslakeTransport"
+MCP_TRANSPORT = "mcp"
 
 _OUTPUT_SUMMARY = "opslake_output_summary"
 _ATTRIBUTES = "opslake_attributes"
@@ -92,12 +101,13 @@ def build_record(
     attributes: dict[str, Any],
     error_code: str | None,
     error_message: str | None,
+    source: str = "gateway",
 ) -> QueuedOp:
     """The op record of one call (pure: no I/O), through the same contract as ``POST /events``."""
     success = status < 400
     fields: dict[str, Any] = {
         "endpoint": endpoint,
-        "source": "gateway",
+        "source": source,
         "success": success,
         "duration_ms": round(duration_ms, 3),
         "input_summary": request_text,
@@ -194,6 +204,7 @@ class Observer:
             attributes=app.context.get(_ATTRIBUTES) or {},
             error_code=error_code,
             error_message=error_message,
+            source=source_of(event.raw_event),
         )
         sent = {"session_id": headers.get(SESSION_HEADER), "trace_id": headers.get(TRACE_HEADER)}
         if any(value and getattr(record, name) not in (None, value) for name, value in sent.items()):
@@ -206,6 +217,12 @@ class Observer:
             metrics.add_metric(name="ObservationsLost", unit=MetricUnit.Count, value=1)
             return
         metrics.add_metric(name="OpsObserved", unit=MetricUnit.Count, value=1)
+
+
+def source_of(raw_event: dict[str, Any]) -> str:
+    """``mcp`` for a call the MCP handler dispatched (its marker in ``requestContext``), else ``gateway``."""
+    context = raw_event.get("requestContext") or {}
+    return "mcp" if context.get(TRANSPORT_MARKER) == MCP_TRANSPORT else "gateway"
 
 
 def _body_text(event: APIGatewayProxyEvent) -> str | None:

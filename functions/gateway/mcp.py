@@ -1,0 +1,69 @@
+"""POST /mcp: every gateway tool as an MCP tool (Streamable HTTP, stateless, JSON answers).
+
+This resolver is not observed: each ``tools/call`` is answered by the tool's own observed resolver
+(its handler module next to this one, imported on the tool's first call), which records it as it
+records the REST call, with ``source`` "mcp" (see :mod:`opslake.tools.mcp`). GET and DELETE /mcp
+answer 405: there is no SSE stream and no session.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+
+from aws_lambda_powertools.event_handler import Response
+
+from opslake import runtime
+from opslake.http.responses import create_resolver
+from opslake.tools.app import create_tool_app
+from opslake.tools.mcp.server import McpServer, method_not_allowed
+
+HERE = Path(__file__).resolve().parent
+_modules: dict[str, ModuleType] = {}
+_lock = threading.Lock()
+
+
+def load_tool_module(name: str) -> ModuleType:
+    """``functions/gateway/<name>.py``, imported once, under a name of this module's (the local stack
+    loads each function's modules by path, and a second stack in one process must not reuse the
+    first's; on Lambda the name is ``mcp.<name>``-like and imported once per container)."""
+    with _lock:
+        if name not in _modules:
+            qualified = f"{__name__}__{name}"
+            spec = importlib.util.spec_from_file_location(qualified, HERE / f"{name}.py")
+            if spec is None or spec.loader is None:
+                raise ImportError(f"no tool module {name!r} next to {__file__}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[qualified] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(qualified, None)
+                raise
+            _modules[name] = module
+        return _modules[name]
+
+
+app = create_resolver()
+server = McpServer(load_tool_module, refusal_app=create_tool_app)
+
+
+@app.post("/mcp")
+def post_mcp() -> Response:
+    return server.handle(app.current_event, app.lambda_context)
+
+
+@app.get("/mcp")
+def get_mcp() -> Response:
+    return method_not_allowed()
+
+
+@app.delete("/mcp")
+def delete_mcp() -> Response:
+    return method_not_allowed()
+
+
+handler = runtime.api_handler(app)

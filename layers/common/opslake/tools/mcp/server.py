@@ -1,0 +1,303 @@
+"""``POST /mcp``: MCP's Streamable HTTP transport, stateless (no ``Mcp-Session-Id``, no SSE stream)
+with JSON answers, hand-rolled on plain dicts (see :mod:`opslake.tools.mcp.protocol` for why).
+
+One POST carries one JSON-RPC message. Requests are answered with one JSON-RPC response;
+notifications and a client's responses get 202 and no body; a batch, a body that is not one
+JSON-RPC message, or an ``MCP-Protocol-Version`` opslake does not speak get a 4xx JSON-RPC error.
+
+``tools/call`` and ``resources/read`` are dispatched, in process, to the tool's own observed
+resolver with a REST proxy event (:mod:`opslake.tools.mcp.dispatch`): one op record per call, the
+REST one but for ``source``. A ``tools/call`` that reaches no tool (an unknown name, params that
+are not an object) is recorded too, as endpoint ``/mcp`` with error_type ``mcp_unknown_tool`` /
+``mcp_invalid_params``, so a confused agent shows in the lake. ``initialize``, ``ping``,
+``tools/list`` and ``resources/list`` are not tool calls and leave no record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+
+from opslake import __version__
+from opslake.errors import BadRequestError, MalformedJsonError, OpslakeError
+from opslake.http.bodies import check_json_depth, request_body
+from opslake.http.responses import json_response, report_error
+from opslake.tools.mcp import protocol as rpc
+from opslake.tools.mcp.dispatch import call_event, rest_answer, synthesize, tool_result
+from opslake.tools.mcp.registry import BY_NAME, TOOLS, ToolSpec
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+
+#: ``tools/list`` lists every tool; ``resources/list`` every active playbook entry as this URI.
+PLAYBOOK_URI = "opslake://playbooks"
+SERVER_INFO = {"name": "opslake", "title": "opslake agent ops lake", "version": __version__}
+CAPABILITIES = {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
+INSTRUCTIONS = (
+    "opslake observes agents' tool calls and learns from them. Read the playbook entries (the "
+    "`playbooks` tool or the opslake://playbooks resources) before a task; describe a table "
+    "(`tables`, `table`) before writing SQL; `log` what you tried and how it went."
+)
+#: Loads ``functions/gateway/<module>.py`` (the handler module exposes ``app``, its resolver).
+ModuleLoader = Callable[[str], ModuleType]
+
+
+class McpRefusalError(BadRequestError):
+    """A ``tools/call`` that reaches no tool; its ``code`` is the record's ``error_type``."""
+
+    def __init__(self, code: str, message: str, *, detail: Any = None) -> None:
+        super().__init__(message, detail=detail)
+        self.code = code
+
+
+class McpServer:
+    """The protocol, given how to load a tool's handler module and an observed resolver for the
+    calls refused before any tool (built lazily: most containers never need it)."""
+
+    def __init__(
+        self, load_module: ModuleLoader, refusal_app: Callable[[], APIGatewayRestResolver] | None = None
+    ) -> None:
+        self._load_module = load_module
+        self._refusal_app_factory = refusal_app
+        self._refusal_app: APIGatewayRestResolver | None = None
+        self._refusal: McpRefusalError | None = None
+        self._methods: dict[str, Callable[[dict[str, Any], APIGatewayProxyEvent, Any], dict[str, Any]]] = {
+            "initialize": self._initialize,
+            "ping": lambda params, event, context: {},
+            "tools/list": lambda params, event, context: {"tools": [tool.listed() for tool in TOOLS]},
+            "tools/call": self._call_tool,
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": self._read_resource,
+        }
+
+    # ---- the transport ---------------------------------------------------------------------------
+    def handle(self, event: APIGatewayProxyEvent, context: Any) -> Response:
+        """Answer one POST /mcp."""
+        message: Any = None
+        try:
+            message = self._parse(event)
+            version = (event.headers or {}).get(rpc.VERSION_HEADER)
+            if version is not None and version not in rpc.HANDSHAKE_VERSIONS:
+                raise rpc.unsupported_version(version)
+            return self._message(message, event, context)
+        except rpc.RpcError as exc:
+            return self._error(rpc.request_id(message), exc)
+        except Exception as exc:  # never a stack trace to the client: logged and counted instead
+            error = report_error(exc, event.request_context.request_id)
+            return self._error(rpc.request_id(message), rpc.RpcError(rpc.INTERNAL_ERROR, error.message))
+
+    def _parse(self, event: APIGatewayProxyEvent) -> Any:
+        try:
+            text = request_body(event)  # 415 for gzip or a type that is not JSON, 400 for bad UTF-8
+            if not text:
+                raise MalformedJsonError("the body is empty: POST one JSON-RPC message")
+            check_json_depth(text)
+        except OpslakeError as exc:
+            code = rpc.PARSE_ERROR if isinstance(exc, MalformedJsonError) else rpc.INVALID_REQUEST
+            raise rpc.RpcError(code, exc.message, data=exc.body(), http=exc.status) from exc
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise rpc.RpcError(rpc.PARSE_ERROR, f"the body is not JSON: {exc}"[:300]) from exc
+
+    def _message(self, message: Any, event: APIGatewayProxyEvent, context: Any) -> Response:
+        if isinstance(message, list):
+            raise rpc.RpcError(
+                rpc.INVALID_REQUEST, "batches are not accepted: POST one JSON-RPC message at a time"
+            )
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            raise rpc.RpcError(
+                rpc.INVALID_REQUEST, 'not a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0")'
+            )
+        if "method" not in message:
+            if "id" in message and ("result" in message or "error" in message):
+                return _accepted()  # a response to a server request: opslake sends none
+            raise rpc.RpcError(rpc.INVALID_REQUEST, 'a JSON-RPC request needs a "method"')
+        method = message["method"]
+        if not isinstance(method, str):
+            raise rpc.RpcError(rpc.INVALID_REQUEST, '"method" must be a string')
+        if "id" not in message:
+            return _accepted()  # a notification (notifications/initialized, …): nothing to do
+        id_ = message["id"]
+        if rpc.request_id(message) is None:
+            raise rpc.RpcError(rpc.INVALID_REQUEST, '"id" must be a string or an integer')
+        handler = self._methods.get(method)
+        if handler is None:
+            raise rpc.RpcError(rpc.METHOD_NOT_FOUND, f"method not found: {method[:80]}")
+        params = message.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            if method == "tools/call":
+                self._refuse(event, context, "mcp_invalid_params", "tools/call params must be an object")
+            raise rpc.RpcError(rpc.INVALID_PARAMS, f"{method} params must be an object")
+        return json_response(200, rpc.result(id_, handler(params, event, context)))
+
+    def _error(self, id_: rpc.JsonRpcId, exc: rpc.RpcError) -> Response:
+        return json_response(exc.http, rpc.error(id_, exc))
+
+    # ---- methods ---------------------------------------------------------------------------------
+    def _initialize(
+        self, params: dict[str, Any], event: APIGatewayProxyEvent, context: Any
+    ) -> dict[str, Any]:
+        asked = params.get("protocolVersion")
+        version = asked if asked in rpc.HANDSHAKE_VERSIONS else rpc.LATEST_VERSION
+        return {
+            "protocolVersion": version,
+            "capabilities": CAPABILITIES,
+            "serverInfo": SERVER_INFO,
+            "instructions": INSTRUCTIONS,
+        }
+
+    def _call_tool(self, params: dict[str, Any], event: APIGatewayProxyEvent, context: Any) -> dict[str, Any]:
+        name = params.get("name")
+        tool = BY_NAME.get(name) if isinstance(name, str) else None
+        if tool is None:
+            shown = name[:80] if isinstance(name, str) else json.dumps(name)[:80]
+            message = f"unknown tool: {shown}; the tools are {', '.join(BY_NAME)}"
+            self._refuse(event, context, "mcp_unknown_tool", message, params)
+            raise rpc.RpcError(rpc.INVALID_PARAMS, message)
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            message = f"tools/call arguments must be an object (the {tool.name} tool's inputSchema)"
+            self._refuse(event, context, "mcp_invalid_params", message, params)
+            raise rpc.RpcError(rpc.INVALID_PARAMS, message)
+        return tool_result(self._resolve(tool, call_event(event.raw_event, tool, arguments), context))
+
+    def _resolve(self, tool: ToolSpec, rest_event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """The tool's own observed resolver's answer (plain ``resolve``: logging, tracing and
+        metrics wrap the outer /mcp invocation once)."""
+        answer: dict[str, Any] = self._load_module(tool.module).app.resolve(rest_event, context)
+        return answer
+
+    def _list_resources(
+        self, params: dict[str, Any], event: APIGatewayProxyEvent, context: Any
+    ) -> dict[str, Any]:
+        """Every active playbook entry, read from the snapshot the playbooks route serves. The list
+        names entries (trigger, kind, endpoint); their advice is read with ``resources/read``,
+        which is a ``GET /playbooks`` and so an op record of who read which entry."""
+        from opslake.tools.snapshots import SnapshotUnavailableError
+
+        try:
+            snapshot = self._load_module(BY_NAME["playbooks"].module).snapshot.get()
+        except SnapshotUnavailableError as exc:
+            raise rpc.RpcError(
+                rpc.INTERNAL_ERROR, "playbooks cannot be read right now; retry shortly", http=503
+            ) from exc
+        entries = snapshot.select(limit=len(snapshot.entries)) if snapshot is not None else []
+        return {
+            "resources": [
+                {
+                    "uri": f"{PLAYBOOK_URI}/{quote(entry.entry_id, safe='')}",
+                    "name": entry.entry_id,
+                    "title": entry.trigger[:200],
+                    "description": (
+                        f"playbook entry ({entry.kind}, confidence {entry.confidence:.2f}) "
+                        f"for {entry.endpoint or 'any endpoint'}: when {entry.trigger[:200]}"
+                    ),
+                    "mimeType": "application/json",
+                }
+                for entry in entries
+            ]
+        }
+
+    def _list_templates(
+        self, params: dict[str, Any], event: APIGatewayProxyEvent, context: Any
+    ) -> dict[str, Any]:
+        return {
+            "resourceTemplates": [
+                {
+                    "uriTemplate": PLAYBOOK_URI + "{?endpoint,task_class,q,limit}",
+                    "name": "playbooks",
+                    "description": "the active playbook entries for an endpoint, a task class or words",
+                    "mimeType": "application/json",
+                }
+            ]
+        }
+
+    def _read_resource(
+        self, params: dict[str, Any], event: APIGatewayProxyEvent, context: Any
+    ) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise rpc.RpcError(rpc.INVALID_PARAMS, "resources/read needs a uri (a string)")
+        parts = urlsplit(uri)
+        if parts.scheme != "opslake" or parts.netloc != "playbooks":
+            raise rpc.RpcError(
+                rpc.RESOURCE_NOT_FOUND,
+                f"no resource {uri[:200]!r}; resources/list names the resources",
+                data={"uri": uri[:200]},
+            )
+        # opslake://playbooks/<entry_id> is one entry; opslake://playbooks?endpoint=… a selection
+        entry_id = unquote(parts.path[1:]) if parts.path not in ("", "/") else None
+        query = {"entry_id": entry_id, "limit": "1"} if entry_id else dict(parse_qsl(parts.query))
+        tool = BY_NAME["playbooks"]
+        rest_event = synthesize(event.raw_event, method=tool.method, resource=tool.route, query=query)
+        status, text, payload, _ = rest_answer(self._resolve(tool, rest_event, context))
+        if status >= 400:
+            body = payload if isinstance(payload, dict) else {}
+            message = str(body.get("message") or f"HTTP {status}")
+            code = rpc.INVALID_PARAMS if status < 500 else rpc.INTERNAL_ERROR
+            raise rpc.RpcError(code, message, data=body or None, http=200 if status < 500 else status)
+        if entry_id is None:
+            return {"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}
+        entries = payload.get("entries") if isinstance(payload, dict) else None
+        if not entries:
+            raise rpc.RpcError(
+                rpc.RESOURCE_NOT_FOUND,
+                f"no active playbook entry {entry_id[:200]!r}; resources/list names the active ones",
+                data={"uri": uri[:200]},
+            )
+        return {"contents": [{"uri": uri, "mimeType": "application/json", "text": json.dumps(entries[0])}]}
+
+    # ---- calls that reach no tool ----------------------------------------------------------------
+    def _refuse(
+        self,
+        event: APIGatewayProxyEvent,
+        context: Any,
+        code: str,
+        message: str,
+        params: Any = None,
+    ) -> None:
+        """Record a ``tools/call`` refused before any tool (endpoint ``/mcp``), through the same
+        observation middleware as the tools, so it is an op record like any refused call."""
+        if self._refusal_app_factory is None:
+            return
+        if self._refusal_app is None:
+            self._refusal_app = self._refusal_app_factory()
+            self._refusal_app.route("/mcp", method="POST")(self._raise_refusal)
+        self._refusal = McpRefusalError(code, message)
+        body = json.dumps({"method": "tools/call", "params": params})
+        rest_event = synthesize(event.raw_event, method="POST", resource="/mcp", body=body)
+        try:
+            self._refusal_app.resolve(rest_event, context)
+        finally:
+            self._refusal = None
+
+    def _raise_refusal(self) -> Response:
+        assert self._refusal is not None
+        raise self._refusal
+
+
+def _accepted() -> Response:
+    return Response(status_code=202, body="")
+
+
+def method_not_allowed() -> Response:
+    """GET (an SSE stream) and DELETE (a session's end) /mcp: opslake keeps no streams or sessions."""
+    return json_response(
+        405,
+        {
+            "error": "method_not_allowed",
+            "message": "POST JSON-RPC messages to /mcp: it is stateless (no SSE stream, no session to end)",
+        },
+        {"Allow": "POST"},
+    )
