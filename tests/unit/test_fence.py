@@ -228,6 +228,9 @@ def test_the_validated_parts_match_the_template_and_the_tools() -> None:
     from opslake.tools.search import SearchRequest
 
     assert set(SearchRequest.model_fields) <= set(TOOL_FIELDS)
+    from opslake.tools.ask import AskRequest
+
+    assert set(AskRequest.model_fields) <= set(TOOL_FIELDS)
 
 
 def test_the_vocabulary_is_english_without_nearby_languages_function_words() -> None:

@@ -320,7 +320,7 @@ def test_an_untrusted_default_filters_queries_to_the_named_trusted_keys() -> Non
     assert ReporterTrust(default="untrusted").sql_predicate() == "reporter_id IN ('')"
     deny = ReporterTrust(levels={"o'brien": "untrusted"})
     assert deny.sql_predicate() == (
-        "reporter_id NOT IN ('o''brien', 'opslake-analyzer', 'opslake-consolidator')"
+        "reporter_id NOT IN ('o''brien', 'opslake-analyzer', 'opslake-ask', 'opslake-consolidator')"
     )
 
 

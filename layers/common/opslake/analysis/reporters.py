@@ -16,7 +16,7 @@ escaped), and for a runtime key ``name/agent_id``. :meth:`ReporterTrust.count` r
 out of each witness and applies the trust levels *as they are now*, so marking a key untrusted
 takes its weight off every entry it vouched for at the next consolidator run.
 
-The scheduled jobs' own model calls are written under :data:`INTERNAL_REPORTERS` (a server fact,
+The scheduled jobs' (and ``POST /ask``'s) own model calls are written under :data:`INTERNAL_REPORTERS` (a server fact,
 unlike ``source = 'llm'``): they are never evidence.
 """
 
@@ -38,7 +38,9 @@ RUNTIME_MAX_REPORTERS = 5
 #: The ``reporter_id`` each scheduled job writes its own model calls under (llm/records.py).
 ANALYZER_REPORTER = "opslake-analyzer"
 CONSOLIDATOR_REPORTER = "opslake-consolidator"
-INTERNAL_REPORTERS = frozenset({ANALYZER_REPORTER, CONSOLIDATOR_REPORTER})
+#: ``POST /ask``'s model calls (made for the caller, whose own call is the gateway record).
+ASK_REPORTER = "opslake-ask"
+INTERNAL_REPORTERS = frozenset({ANALYZER_REPORTER, CONSOLIDATOR_REPORTER, ASK_REPORTER})
 
 
 def _escape(name: str) -> str:

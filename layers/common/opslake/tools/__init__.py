@@ -4,7 +4,9 @@
 ``datasets`` answers ``GET /tables``, ``GET /worker/{id}`` and ``POST /match`` over the allowlisted
 datasets (ranking in ``matching``); ``snapshots`` serves S3 objects the jobs publish (playbooks,
 LLM state) from a per-container cache; ``search`` answers ``POST /search`` (a SQL prefilter, then the
-BM25 of ``bm25``). Ask and MCP belong here too.
+BM25 of ``bm25``); ``ask`` answers ``POST /ask`` (a model plans SQL over the catalog, ``sql`` runs it,
+the model answers from the rows, ``grounding`` checks the answer against them; prompts in
+``ask_prompts``, the model in ``ask_model``). MCP belongs here too.
 Names resolve lazily: ``tools.sql`` needs sqlglot, which the other tools' cold starts skip.
 """
 
@@ -14,6 +16,9 @@ __all__, __getattr__ = lazy_exports(
     __name__,
     {
         "app": ("create_tool_app", "query_engine"),
+        "ask": ("AskAnswer", "AskRequest", "ask", "parse_ask_request"),
+        "ask_model": ("LlmAskModel", "ask_model_from_settings"),
+        "grounding": ("Evidence", "Grounding", "check"),
         "bm25": ("Document", "Scored", "query_terms", "words"),
         "datasets": (
             "MatchAnswer",
