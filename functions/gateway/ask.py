@@ -6,13 +6,13 @@ from functools import cache
 from typing import Any
 
 from opslake import runtime
+from opslake.analysis.reporters import ASK_REPORTER
 from opslake.config import get_settings
 from opslake.http.bodies import request_body
 from opslake.ingest.observe import summarize
 from opslake.llm.records import settle_llm_calls
 from opslake.tools.app import create_tool_app, query_engine
 from opslake.tools.ask import Deadline, ask, parse_ask_request
-from opslake.analysis.reporters import ASK_REPORTER
 from opslake.tools.ask_model import LlmAskModel, ask_model_from_settings, require_model
 from opslake.tools.datasets import TableCatalog
 

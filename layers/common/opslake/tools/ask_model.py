@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from opslake.analysis.reporters import ASK_REPORTER
 from opslake.errors import BadGatewayError, ServiceUnavailableError
 from opslake.llm.errors import (
     LlmError,
