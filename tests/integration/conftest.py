@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,12 +97,13 @@ def aws() -> Iterator[Aws]:
         yield Aws(s3, sqs, glue, apigw, queue_url, dlq_url, key["id"], "runtime-alpha")
 
 
-@pytest.fixture(scope="module")
-def local() -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
-    """A local stack (moto server from template.yaml, embedded engine) with its HTTP API, per module."""
+@contextmanager
+def local_stack(**env: str) -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
+    """A local stack (moto server from template.yaml, embedded engine) with its HTTP API; ``env``
+    adds to every function's environment (e.g. a fake model's OPSLAKE_LLM_BASE_URL)."""
     from opslake_local.stack import LocalStack as _LocalStack
 
-    with _LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack:
+    with _LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded", **env}) as stack:
         invoker = stack.invoker()
         api = LocalApi(stack, invoker)
         base_url = api.start()
@@ -110,3 +112,10 @@ def local() -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
                 yield stack, client, Drainer(stack, invoker)
         finally:
             api.stop()
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
+    """A local stack (moto server from template.yaml, embedded engine) with its HTTP API, per module."""
+    with local_stack() as parts:
+        yield parts

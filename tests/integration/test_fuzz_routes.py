@@ -54,6 +54,8 @@ from opslake_local.http import HttpRequest, build_event
 from opslake_local.invoke import FunctionError
 from opslake_local.stack import LocalStack
 from opslake_local.template import ApiRoute, Template
+from tests.fake_llm import FakeLlm
+from tests.integration.conftest import local_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -85,6 +87,7 @@ IN_PROCESS_EXAMPLES = 120
 HTTP_EXAMPLES = 15
 _SLOW_FUNCTIONS = {
     "WorkerFunction", "ProfileFunction", "SqlFunction", "MatchFunction", "SearchFunction", "StatsFunction",
+    "McpFunction",
 }  # fmt: skip
 
 
@@ -144,6 +147,12 @@ GOOD_BODIES: dict[str, dict[str, Any]] = {
     },
     "/match": {"role": "welder", "city": "Detroit", "state": "MI", "need": "mig welding", "count": 3},
     "/search": {"q": "tig welder detroit", "limit": 5, "sources": ["workers", "playbooks"]},
+    # MCP: a tools/call of the sql tool (JSON-RPC; its fields are fuzzed like any other body's)
+    "/mcp": {
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "sql", "arguments": {"sql": "SELECT role, count(*) AS n FROM workers GROUP BY role"}},
+    },
+    "/ask": {"question": "how many welders are in Detroit?", "tables": ["workers"]},
     "/v1/traces": _otlp_json_export(),
 }
 SNAPSHOT = {
@@ -530,7 +539,9 @@ TALLY: dict[str, Counter[str]] = defaultdict(Counter)
 
 
 def assert_answer(status: int, body: bytes | str, request: Fuzzed, tally: Counter[str]) -> None:
-    """No 5xx; a 4xx is a JSON object whose ``message`` says what was wrong; a 2xx is JSON."""
+    """No 5xx; a 4xx is a JSON object whose ``message`` says what was wrong (for POST /mcp, a
+    JSON-RPC error whose ``error.message`` does); a 2xx is JSON, but for MCP's 202 with no body
+    (a notification or a client's response accepted)."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     error = ""
     if status >= 400:
@@ -538,7 +549,7 @@ def assert_answer(status: int, body: bytes | str, request: Fuzzed, tally: Counte
             error = " " + str(json.loads(text).get("error") or json.loads(text).get("message"))
     tally[f"{status}{error}"] += 1
     assert status < 500, f"{status} for {request.summary()}: {text[:500]}"
-    if status == 304:
+    if status == 304 or (status == 202 and not text):
         return
     try:
         answer = json.loads(text)
@@ -546,6 +557,8 @@ def assert_answer(status: int, body: bytes | str, request: Fuzzed, tally: Counte
         pytest.fail(f"{status} with a body that is not JSON for {request.summary()}: {text[:300]!r}")
     if status >= 400:
         assert isinstance(answer, dict), f"{status} body is not an object: {text[:300]}"
+        if answer.get("jsonrpc") == "2.0" and isinstance(answer.get("error"), dict):
+            answer = answer["error"]  # MCP: the JSON-RPC error object carries the message
         message = answer.get("message")
         assert isinstance(message, str) and message.strip(), f"{status} without a message: {text[:300]}"
 
@@ -588,6 +601,16 @@ def proxy_event(stack: LocalStack, route: ApiRoute, request: Fuzzed) -> dict[str
 
 
 # ---- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def local() -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
+    """conftest's local stack, with a model for POST /ask (without one /ask is a 503 by design): a
+    fake that always answers that the question cannot be answered (one model call, no query)."""
+    with FakeLlm() as llm:
+        llm.default = FakeLlm.answer({"answerable": False, "sql": "", "reason": "the catalog cannot say"})
+        with local_stack(OPSLAKE_LLM_BASE_URL=llm.base_url, OPSLAKE_LLM_MODEL=llm.model) as parts:
+            yield parts
+
+
 @dataclass
 class Fuzz:
     stack: LocalStack
@@ -680,7 +703,12 @@ def test_a_well_formed_request_reaches_each_route(fuzz: Fuzz, route: ApiRoute) -
         json=body,
         headers={"x-api-key": fuzz.key, "x-opslake-task-class": "staffing_fill"},
     )
+    if route.path == "/mcp" and route.method != "POST":  # MCP is stateless: no SSE stream, no session
+        assert (answer.status_code, answer.headers["allow"]) == (405, "POST"), answer.text
+        return
     assert answer.status_code < 300, answer.text
+    if route.path == "/mcp":
+        assert answer.json()["result"]["isError"] is False, answer.text
 
 
 JSON = {"Content-Type": "application/json"}
