@@ -1,0 +1,569 @@
+"""POST /mcp's protocol, checked against the official SDK's wire models (``mcp_types``, the pydantic
+models the SDK itself parses with): the answers, the error table, the transport's 202/400/405, and
+the dispatch of a tool call to the tool's own observed resolver (one op record, the REST one but for
+``source``). The tools' input schemas are the REST routes' own models (the issue's equality test).
+
+The tool modules here are small observed resolvers validating with the real models and raising the
+real domain errors; tests/integration/test_mcp_client.py drives the real handlers with the SDK client.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import mcp_types as t
+import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import BaseModel, ValidationError
+
+from opslake.errors import BadRequestError, ServiceUnavailableError, SqlRejectedError
+from opslake.http.bodies import parse_body, parse_query, request_body
+from opslake.http.identity import KeyNameResolver
+from opslake.http.responses import create_resolver
+from opslake.ingest.observe import TRANSPORT_MARKER, Observer, observe, source_of, summarize
+from opslake.models import QueuedOp
+from opslake.models.playbooks import PlaybookSnapshot
+from opslake.models.tools import PlaybooksQuery, SqlRequest, TableArgs, WorkerArgs
+from opslake.tools.datasets import WORKER_ID, validate_worker_id
+from opslake.tools.mcp import protocol as rpc
+from opslake.tools.mcp.dispatch import synthesize
+from opslake.tools.mcp.registry import BY_NAME, TOOLS, ToolSpec
+from opslake.tools.mcp.server import McpServer
+
+from ..conftest import api_event
+from ..fakes import MemoryQueue
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Every gateway tool an agent can call over MCP (helper B's /ask adds "ask").
+EXPECTED_TOOLS = {"sql", "match", "search", "log", "tables", "table", "worker", "playbooks", "model"}
+V = LATEST_HANDSHAKE_VERSION
+SNAPSHOT = {
+    "generated_at": "2026-11-21T10:00:00Z",
+    "entries": [
+        {
+            "entry_id": f"pb-{i}", "trigger": f"before querying {table}", "action": "filter on dt first",
+            "kind": "do", "confidence": 0.5 + i / 10, "domain": "sql", "scope": "project", "status": status,
+            "endpoint": "/sql", "evidence_op_ids": [f"op-{j}" for j in range(4)],
+            "created_at": "2026-11-20T10:00:00Z", **({"retired_at": "2026-11-21T09:00:00Z"} if status == "retired" else {}),
+        }
+        for i, (table, status) in enumerate((("workers", "active"), ("placements", "active"), ("ops", "retired")))
+    ],
+}  # fmt: skip
+
+
+def _wire(model: type[BaseModel], value: dict[str, Any]) -> Any:
+    """``value`` parsed by the SDK's model, and nothing in it the model does not know (its
+    models ignore unknown keys: a dump of the parse must give the same JSON back)."""
+    parsed = model.model_validate(value)
+    assert parsed.model_dump(by_alias=True, mode="json", exclude_unset=True) == value
+    return parsed
+
+
+# ---- a tool world: observed resolvers shaped like functions/gateway's, on a memory queue --------------
+class World:
+    """Tool modules (``app`` = an observed resolver), a queue for their records, and the server."""
+
+    def __init__(self) -> None:
+        self.queue = MemoryQueue()
+        self.loaded: list[str] = []
+        self.snapshot: PlaybookSnapshot | None = PlaybookSnapshot.model_validate(SNAPSHOT)
+        self.modules = {"sql": self._sql(), "worker": self._worker(), "playbooks": self._playbooks()}
+        self.server = McpServer(self.load, refusal_app=self.observed)
+
+    def observed(self) -> Any:
+        return observe(
+            create_resolver(), Observer(lambda: self.queue, lambda: KeyNameResolver(lambda key_id: "agent-7"))
+        )
+
+    def load(self, name: str) -> ModuleType:
+        self.loaded.append(name)
+        module = self.modules.get(name)
+        if module is None:
+            raise RuntimeError(f"secret internal detail: no module {name}")
+        return module
+
+    def _sql(self) -> Any:
+        app = self.observed()
+
+        @app.post("/sql")
+        def sql() -> dict[str, Any]:
+            body = parse_body(SqlRequest, request_body(app.current_event))
+            if body.sql.lower().startswith("drop"):
+                raise SqlRejectedError("DROP statements are not allowed; only one read-only query")
+            if body.sql == "busy":
+                raise ServiceUnavailableError("the engine is busy; retry", retry_after_s=7)
+            summarize(app, "1 rows")
+            return {"columns": [{"name": "n", "type": "bigint"}], "rows": [[1]], "row_count": 1}
+
+        return SimpleNamespace(app=app)
+
+    def _worker(self) -> Any:
+        app = self.observed()
+
+        @app.get("/worker/<worker_id>")
+        def worker(worker_id: str) -> dict[str, Any]:
+            found = validate_worker_id((app.current_event.path_parameters or {}).get("id", worker_id))
+            summarize(app, f"worker {found}")
+            return {"worker": {"worker_id": found}}
+
+        return SimpleNamespace(app=app)
+
+    def _playbooks(self) -> Any:
+        app = self.observed()
+        world = self
+
+        @app.get("/playbooks")
+        def playbooks() -> dict[str, Any]:
+            query = parse_query(PlaybooksQuery, app.current_event.query_string_parameters)
+            assert world.snapshot is not None
+            entries = world.snapshot.select(q=query.q, limit=len(world.snapshot.entries))
+            if query.entry_id:
+                entries = [e for e in entries if e.entry_id == query.entry_id]
+            entries = entries[: query.limit]
+            summarize(app, f"{len(entries)} entries", entry_ids=",".join(e.entry_id for e in entries))
+            return {"entries": [e.served() for e in entries], "generated_at": "2026-11-21T10:00:00Z"}
+
+        snapshot = SimpleNamespace(get=lambda: world.snapshot)
+        return SimpleNamespace(app=app, snapshot=snapshot)
+
+    def records(self) -> list[QueuedOp]:
+        return [QueuedOp.model_validate_json(m) for m in self.queue.messages]
+
+    # -- calls --
+    def post(
+        self, message: Any, *, headers: dict[str, str] | None = None, raw: str | None = None
+    ) -> tuple[int, Any, dict[str, Any]]:
+        event = api_event("POST", "/mcp", raw if raw is not None else json.dumps(message), key_id="key-123")
+        event["headers"] = {"Content-Type": "application/json", **(headers or {})}
+        event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
+        app = create_resolver()
+
+        @app.post("/mcp")
+        def mcp() -> Any:
+            return self.server.handle(app.current_event, None)
+
+        answer = app.resolve(event, None)
+        body = json.loads(answer["body"]) if answer.get("body") else None
+        headers_out = {k.lower(): v[-1] for k, v in (answer.get("multiValueHeaders") or {}).items()}
+        return answer["statusCode"], body, headers_out
+
+    def request(self, method: str, params: Any = None, *, id_: Any = 1, **kw: Any) -> tuple[int, Any]:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
+        if params is not None:
+            message["params"] = params
+        status, body, _ = self.post(message, headers={"mcp-protocol-version": V, **kw.pop("headers", {})})
+        return status, body
+
+    def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        status, body = self.request("tools/call", {"name": name, "arguments": arguments})
+        assert status == 200, body
+        _wire(t.JSONRPCResponse, body)
+        result: dict[str, Any] = body["result"]
+        _wire(t.CallToolResult, result)
+        return result
+
+    def rest(self, tool: str, method: str, path: str, *, body: str | None = None, **event_parts: Any) -> Any:
+        event = api_event(method, path, body, key_id="key-123")
+        event.update(event_parts)
+        if "pathParameters" in event_parts:
+            event["resource"] = BY_NAME[tool].route
+            event["requestContext"]["resourcePath"] = BY_NAME[tool].route
+        return self.modules[tool].app.resolve(event, None)
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+# ---- the schemas: one source of truth ------------------------------------------------------------
+def test_the_registry_offers_every_gateway_tool_once() -> None:
+    assert {tool.name for tool in TOOLS} == EXPECTED_TOOLS
+    assert len(TOOLS) == len(BY_NAME)
+    routes = {(tool.method, tool.route) for tool in TOOLS}
+    assert len(routes) == len(TOOLS)
+    template = (ROOT / "template.yaml").read_text()
+    for tool in TOOLS:
+        assert (ROOT / "functions" / "gateway" / f"{tool.module}.py").is_file(), tool
+        assert f"Path: {tool.route}\n" in template, f"{tool.route} is not a template route"
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=[tool.name for tool in TOOLS])
+def test_each_input_schema_is_the_rest_models_schema_without_refs(tool: ToolSpec) -> None:
+    module, _, name = tool.input_model.partition(":")
+    model = getattr(importlib.import_module(module), name)
+    listed = tool.listed()
+    assert listed["inputSchema"] == model.model_json_schema()
+    assert "$ref" not in json.dumps(listed["inputSchema"]) and "$defs" not in listed["inputSchema"]
+    assert listed["inputSchema"]["type"] == "object"
+    _wire(t.Tool, listed)
+    assert "outputSchema" not in listed  # the client would check structuredContent against it
+
+
+def test_the_rest_routes_validate_with_the_registry_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler modules use the very classes the schemas come from (no second copy)."""
+    gateway = _load_gateway(monkeypatch)
+    assert gateway["sql"].SqlRequest is SqlRequest
+    from opslake.models.tools import LogRequest
+
+    assert gateway["log"].LogRequest is LogRequest
+    assert gateway["playbooks"].PlaybooksQuery is PlaybooksQuery
+    for tool in TOOLS:
+        assert hasattr(gateway[tool.module], "app"), tool.module
+
+
+@pytest.mark.parametrize("value", ["W00042", "W00001", "W1", "w00042", "W000421", "W00042\n", "", "X00042"])
+def test_the_worker_tools_schema_agrees_with_the_routes_check(value: str) -> None:
+    assert WorkerArgs.model_json_schema()["properties"]["id"]["pattern"] == WORKER_ID.pattern
+    try:
+        WorkerArgs(id=value)
+        model_ok = True
+    except ValidationError:
+        model_ok = False
+    try:
+        validate_worker_id(value)
+        route_ok = True
+    except BadRequestError:
+        route_ok = False
+    assert model_ok == route_ok
+
+
+def test_the_table_tools_schema_takes_any_name_the_route_answers() -> None:
+    TableArgs(name="workers")
+    with pytest.raises(ValidationError):
+        TableArgs(name="")  # API Gateway never routes an empty path segment either
+
+
+# ---- the handshake ------------------------------------------------------------------------------
+@pytest.mark.parametrize("asked", [*HANDSHAKE_PROTOCOL_VERSIONS, "1999-01-01", "2026-07-28"])
+def test_initialize_echoes_a_known_version_and_offers_tools_and_resources(world: World, asked: str) -> None:
+    params = {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+    status, body, headers = world.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert "mcp-session-id" not in headers  # stateless: the client then never opens GET nor sends DELETE
+    result = _wire(t.InitializeResult, body["result"])
+    assert result.protocol_version == (asked if asked in HANDSHAKE_PROTOCOL_VERSIONS else V)
+    assert result.capabilities.tools is not None and result.capabilities.resources is not None
+    assert result.server_info.name == "opslake"
+    assert world.loaded == [] and world.queue.messages == []  # no tool module, no record
+
+
+def test_ping_and_tools_list(world: World) -> None:
+    status, body = world.request("ping")
+    assert (status, body["result"]) == (200, {})
+    status, body = world.request("tools/list")
+    listed = _wire(t.ListToolsResult, body["result"])
+    assert [tool.name for tool in listed.tools] == [tool.name for tool in TOOLS]
+    assert world.loaded == [] and world.queue.messages == []  # schemas need no handler module
+
+
+@pytest.mark.parametrize(
+    ("message", "raw", "status", "code"),
+    [
+        (None, "{", 400, rpc.PARSE_ERROR),
+        (None, "", 400, rpc.PARSE_ERROR),
+        (None, "[" * 100 + "]" * 100, 400, rpc.PARSE_ERROR),  # deeper than bodies.MAX_JSON_DEPTH
+        ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], None, 400, rpc.INVALID_REQUEST),
+        ({"id": 1, "method": "ping"}, None, 400, rpc.INVALID_REQUEST),
+        ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, None, 400, rpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1, "method": 7}, None, 400, rpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1}, None, 400, rpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": True, "method": "ping"}, None, 400, rpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, None, 400, rpc.INVALID_REQUEST),
+        ("ping", None, 400, rpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"}, None, 200, rpc.METHOD_NOT_FOUND),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]}, None, 200, rpc.INVALID_PARAMS),
+    ],
+)
+def test_the_error_table(world: World, message: Any, raw: str | None, status: int, code: int) -> None:
+    got, body, headers = world.post(message, raw=raw, headers={"mcp-protocol-version": V})
+    assert (got, body["error"]["code"]) == (status, code), body
+    assert headers["content-type"] == "application/json"  # so the SDK client reads the error
+    _wire(t.JSONRPCError, body)
+    assert body["error"]["message"]
+    expected_id = message.get("id") if isinstance(message, dict) else None
+    assert body["id"] == (expected_id if code in (rpc.METHOD_NOT_FOUND, rpc.INVALID_PARAMS) else body["id"])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+        {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "sql", "arguments": {"sql": "x"}}},
+        {"jsonrpc": "2.0", "id": 5, "result": {}},  # a response: opslake sends no requests
+        {"jsonrpc": "2.0", "id": 5, "error": {"code": -1, "message": "no"}},
+    ],
+)
+def test_notifications_and_responses_are_accepted_with_202_and_no_body(world: World, message: Any) -> None:
+    status, body, _ = world.post(message, headers={"mcp-protocol-version": V})
+    assert (status, body) == (202, None)
+    assert world.queue.messages == []  # a notification is not a call: nothing ran
+
+
+def test_a_version_opslake_does_not_speak_is_a_400_naming_the_ones_it_does(world: World) -> None:
+    """The SDK client's mode="auto" first POSTs server/discover with 2026-07-28: -32022 with
+    data.supported = the handshake versions makes it fall back to initialize."""
+    discover = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}
+    status, body, _ = world.post(discover, headers={"mcp-protocol-version": "2026-07-28"})
+    assert status == 400
+    error = _wire(t.JSONRPCError, body)
+    assert error.id == 0 and error.error.code == t.UNSUPPORTED_PROTOCOL_VERSION
+    assert body["error"]["data"] == {
+        "supported": list(HANDSHAKE_PROTOCOL_VERSIONS),
+        "requested": "2026-07-28",
+    }
+    status, body, _ = world.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"mcp-protocol-version": "x"}
+    )
+    assert status == 400 and body["error"]["code"] == t.UNSUPPORTED_PROTOCOL_VERSION
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"Content-Type": "text/plain"}, 415),
+        ({"Content-Encoding": "gzip"}, 415),
+    ],
+)
+def test_a_body_the_rest_routes_refuse_is_refused_the_same_way(
+    world: World, headers: dict[str, str], status: int
+) -> None:
+    got, body, _ = world.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
+    assert got == status
+    assert body["error"]["code"] == rpc.INVALID_REQUEST
+    assert body["error"]["data"]["error"] == "unsupported_media_type"
+
+
+def test_get_and_delete_answer_405_allow_post(monkeypatch: pytest.MonkeyPatch) -> None:
+    gateway = _load_gateway(monkeypatch)
+    for method in ("GET", "DELETE"):
+        answer = gateway["mcp"].app.resolve(api_event(method, "/mcp", None), None)
+        assert answer["statusCode"] == 405
+        assert answer["multiValueHeaders"]["Allow"] == ["POST"]
+        assert "stateless" in json.loads(answer["body"])["message"]
+
+
+def test_an_unexpected_failure_is_a_32603_without_internals(world: World) -> None:
+    world.modules.pop("sql")  # the loader raises with internal detail
+    status, body = world.request("tools/call", {"name": "sql", "arguments": {"sql": "SELECT 1"}}, id_="r-1")
+    assert status == 500
+    error = _wire(t.JSONRPCError, body)
+    assert error.id == "r-1" and error.error.code == t.INTERNAL_ERROR
+    assert "secret" not in json.dumps(body) and "Traceback" not in json.dumps(body)
+    assert "failed unexpectedly" in body["error"]["message"]
+
+
+# ---- tools/call: the REST call, with its op record ------------------------------------------------
+def _same_but_source(rest: QueuedOp, mcp: QueuedOp) -> None:
+    assert (rest.source, mcp.source) == ("gateway", "mcp")
+    for field in (
+        "endpoint",
+        "success",
+        "error_type",
+        "error",
+        "input_summary",
+        "output_summary",
+        "attributes",
+    ):
+        assert getattr(rest, field) == getattr(mcp, field), field
+    assert rest.reporter_id == mcp.reporter_id == "agent-7"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "ok"),
+    [
+        ({"sql": "SELECT 1", "limit": 5}, True),
+        ({"sql": "DROP TABLE workers"}, False),
+        ({"sql": ""}, False),
+        ({"sql": "SELECT 1", "bogus": 1}, False),
+        ({}, False),
+        ({"sql": "busy"}, False),
+    ],
+)
+def test_a_body_tool_call_is_the_rest_call_with_its_record(
+    world: World, arguments: dict[str, Any], ok: bool
+) -> None:
+    rest = world.rest("sql", "POST", "/sql", body=json.dumps(arguments))
+    result = world.call("sql", arguments)
+    rest_body = json.loads(rest["body"])
+    assert result["isError"] is (not ok)
+    if ok:
+        assert result["structuredContent"] == rest_body
+        assert json.loads(result["content"][0]["text"]) == rest_body
+    else:
+        assert result["content"] == [{"type": "text", "text": rest_body["message"]}]  # the REST message
+        assert {k: v for k, v in result["structuredContent"].items() if k != "retry_after_s"} == rest_body
+    if arguments.get("sql") == "busy":
+        assert result["structuredContent"]["retry_after_s"] == 7  # Retry-After, which MCP cannot carry
+    rest_record, mcp_record = world.records()
+    _same_but_source(rest_record, mcp_record)
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"id": "W00042"}, {"id": "W1"}, {"id": 42}, {}, {"id": "W00042", "x": 1}]
+)
+def test_a_path_tool_call_is_the_rest_call_with_its_record(world: World, arguments: dict[str, Any]) -> None:
+    value = arguments.get("id", "")
+    value = value if isinstance(value, str) else json.dumps(value)
+    rest = world.rest("worker", "GET", f"/worker/{value}", pathParameters={"id": value})
+    result = world.call("worker", arguments)
+    assert result["isError"] is (rest["statusCode"] >= 400)
+    expected = json.loads(rest["body"])
+    assert result["structuredContent"] == expected
+    rest_record, mcp_record = world.records()
+    _same_but_source(rest_record, mcp_record)
+    assert mcp_record.endpoint == "/worker/{id}"
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"q": "workers", "limit": 1}, {"limit": 0}, {"limit": "x"}, {"nope": 1}]
+)
+def test_a_query_tool_call_is_the_rest_call_with_its_record(world: World, arguments: dict[str, Any]) -> None:
+    query = {k: v if isinstance(v, str) else json.dumps(v) for k, v in arguments.items()}
+    rest = world.rest("playbooks", "GET", "/playbooks", queryStringParameters=query)
+    result = world.call("playbooks", arguments)
+    assert result["isError"] is (rest["statusCode"] >= 400)
+    assert result["structuredContent"] == json.loads(rest["body"])
+    rest_record, mcp_record = world.records()
+    _same_but_source(rest_record, mcp_record)
+
+
+def test_a_call_carries_the_agents_identity_and_headers_but_not_the_envelopes(world: World) -> None:
+    outer = api_event("POST", "/mcp", '{"jsonrpc":"2.0"}', key_id="key-9")
+    outer["headers"] = {
+        "Content-Type": "application/json", "mcp-protocol-version": V, "x-opslake-session-id": "s-1",
+        "If-None-Match": "*", "Content-Length": "17",
+    }  # fmt: skip
+    outer["multiValueHeaders"] = {k: [v] for k, v in outer["headers"].items()}
+    event = synthesize(outer, method="GET", resource="/worker/{id}", path_parameters={"id": "W 1/2"})
+    assert event["requestContext"][TRANSPORT_MARKER] == "mcp"
+    assert event["requestContext"]["identity"]["apiKeyId"] == "key-9"
+    assert event["requestContext"]["requestId"] == outer["requestContext"]["requestId"]
+    assert event["requestContext"]["resourcePath"] == event["resource"] == "/worker/{id}"
+    assert event["path"] == "/worker/W%201%2F2" and event["pathParameters"] == {"id": "W 1/2"}
+    assert event["headers"] == {"x-opslake-session-id": "s-1"} and event["body"] is None
+    assert outer["requestContext"].get(TRANSPORT_MARKER) is None  # the /mcp event is left alone
+
+
+def test_a_client_cannot_claim_the_mcp_source(world: World) -> None:
+    """The marker lives in requestContext, which API Gateway builds: a header, a query parameter or
+    a body field saying "mcp" leaves a REST call's source "gateway"."""
+    forged = {TRANSPORT_MARKER: "mcp", "x-opslake-transport": "mcp", "source": "mcp"}
+    event = api_event("POST", "/sql", json.dumps({"sql": "SELECT 1", "source": "mcp"}), key_id="key-123")
+    event["headers"] = {**(event.get("headers") or {}), **forged}
+    event["queryStringParameters"] = forged
+    world.modules["sql"].app.resolve(event, None)
+    (record,) = world.records()
+    assert record.source == "gateway"
+    assert source_of(event) == "gateway"
+    assert source_of({"requestContext": {TRANSPORT_MARKER: "mcp"}}) == "mcp"
+    assert source_of({"requestContext": {TRANSPORT_MARKER: "MCP"}}) == "gateway"
+
+
+@pytest.mark.parametrize(
+    ("params", "error_type"),
+    [
+        ({"name": "nope", "arguments": {}}, "mcp_unknown_tool"),
+        ({"name": 7}, "mcp_unknown_tool"),
+        ({"arguments": {}}, "mcp_unknown_tool"),
+        ({"name": "sql", "arguments": ["SELECT 1"]}, "mcp_invalid_params"),
+        ("sql", "mcp_invalid_params"),
+    ],
+)
+def test_a_call_that_reaches_no_tool_is_a_32602_and_an_mcp_record(
+    world: World, params: Any, error_type: str
+) -> None:
+    status, body = world.request("tools/call", params, id_=9)
+    assert status == 200
+    error = _wire(t.JSONRPCError, body)
+    assert error.id == 9 and error.error.code == t.INVALID_PARAMS
+    if error_type == "mcp_unknown_tool":
+        assert "sql, match" in error.error.message  # names the tools
+    (record,) = world.records()
+    assert (record.endpoint, record.source, record.success, record.error_type) == (
+        "/mcp",
+        "mcp",
+        False,
+        error_type,
+    )
+    assert record.error == error.error.message
+    assert world.loaded == []
+
+
+# ---- playbook entries as resources -----------------------------------------------------------------
+def test_resources_list_names_each_active_entry_without_a_record(world: World) -> None:
+    status, body = world.request("resources/list")
+    listed = _wire(t.ListResourcesResult, body["result"])
+    assert [str(r.uri) for r in listed.resources] == ["opslake://playbooks/pb-1", "opslake://playbooks/pb-0"]
+    assert all(r.mime_type == "application/json" for r in listed.resources)
+    assert "filter on dt first" not in json.dumps(body)  # the advice is read (and recorded), not listed
+    assert world.queue.messages == []
+    world.snapshot = None
+    status, body = world.request("resources/list")
+    assert body["result"] == {"resources": []}
+    status, body = world.request("resources/templates/list")
+    assert status == 200
+    _wire(t.ListResourceTemplatesResult, body["result"])
+
+
+def test_resources_read_is_a_playbooks_call_recording_the_entry_read(world: World) -> None:
+    status, body = world.request("resources/read", {"uri": "opslake://playbooks/pb-1"})
+    read = _wire(t.ReadResourceResult, body["result"])
+    (content,) = read.contents
+    entry = json.loads(content.text)
+    assert entry["entry_id"] == "pb-1" and entry["action"] == "filter on dt first"
+    (record,) = world.records()
+    assert (record.endpoint, record.source) == ("/playbooks", "mcp")
+    assert record.attributes is not None and record.attributes["entry_ids"] == "pb-1"
+    status, body = world.request("resources/read", {"uri": "opslake://playbooks?q=workers"})
+    assert status == 200
+    read = _wire(t.ReadResourceResult, body["result"])
+    assert [e["entry_id"] for e in json.loads(read.contents[0].text)["entries"]] == ["pb-0"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "code"),
+    [
+        ("opslake://playbooks/pb-2", rpc.RESOURCE_NOT_FOUND),  # retired
+        ("opslake://playbooks/nope", rpc.RESOURCE_NOT_FOUND),
+        ("file:///etc/passwd", rpc.RESOURCE_NOT_FOUND),
+        (7, rpc.INVALID_PARAMS),
+    ],
+)
+def test_resources_read_of_what_is_not_there(world: World, uri: Any, code: int) -> None:
+    status, body = world.request("resources/read", {"uri": uri})
+    assert status == 200
+    assert _wire(t.JSONRPCError, body).error.code == code
+
+
+# ---- helpers ------------------------------------------------------------------------------------------
+def _load_gateway(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
+    """functions/gateway/mcp.py and, through its loader, every tool module (nothing connects:
+    clients are built on first use)."""
+    from opslake.config import get_settings
+
+    for name, value in {
+        "OPSLAKE_LAKE_BUCKET": "unit-lake",
+        "OPSLAKE_OPS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/unit-ops",
+        "POWERTOOLS_METRICS_NAMESPACE": "opslake",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    path = ROOT / "functions" / "gateway" / "mcp.py"
+    name = f"unit_mcp_handler_{datetime.now(UTC).timestamp():.0f}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    loaded = {tool.module: module.load_tool_module(tool.module) for tool in TOOLS}
+    get_settings.cache_clear()
+    return {"mcp": module, **loaded}
