@@ -1,0 +1,222 @@
+"""POST /mcp driven by the official MCP Python SDK client (Streamable HTTP) against the local stack:
+initialize (in the SDK's default ``auto`` mode, which first tries the 2026-07-28 era and falls back,
+and in ``legacy`` mode), list the tools, call each tool once succeeding and once failing, read a
+playbook entry as a resource; then the lake: every MCP call is one op record with the same
+``endpoint``, ``success`` and ``error_type`` as the same call over REST, ``source`` "mcp" against
+"gateway". A wrong API key is API Gateway's 403.
+
+One stack, one drain: the MCP calls and the REST calls carry their own ``x-opslake-session-id``, so
+the lake query picks each side's records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+from opslake.models.tools import PlaybooksQuery, SqlRequest
+from opslake.tools.mcp.registry import BY_NAME, TOOLS
+from opslake_local.drain import Drainer
+from opslake_local.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+Local = tuple[LocalStack, httpx.Client, Drainer]
+MCP_SESSION = "mcp-client-test"
+REST_SESSION = "rest-client-test"
+
+
+def _entry(entry_id: str, trigger: str, status: str = "active", **extra: Any) -> dict[str, Any]:
+    return {
+        "entry_id": entry_id, "trigger": trigger, "action": "filter workers on state first", "kind": "do",
+        "confidence": 0.8, "domain": "staffing", "scope": "project", "status": status, "endpoint": "/sql",
+        "evidence_op_ids": [f"op-{i}" for i in range(4)], "created_at": "2026-11-20T10:00:00Z", **extra,
+    }  # fmt: skip
+
+
+SNAPSHOT = {
+    "generated_at": "2026-11-21T10:00:00Z",
+    "entries": [
+        _entry("pb-state", "before querying workers by place"),
+        _entry("pb-dt", "before querying ops"),
+        _entry("pb-old", "guess the city", status="retired", retired_at="2026-11-21T09:00:00Z"),
+    ],
+}
+
+#: (tool, arguments, succeeds): each tool once succeeding and once failing. ``tables`` and ``model``
+#: read no input, so no argument can make them fail (they ignore what they are sent, as their REST
+#: routes ignore a query string): they are called once, with an argument they ignore.
+CALLS: list[tuple[str, dict[str, Any], bool]] = [
+    ("sql", {"sql": "SELECT count(*) AS n FROM workers WHERE state = 'MI'", "limit": 5}, True),
+    ("sql", {"sql": "DROP TABLE workers"}, False),
+    ("match", {"role": "welder", "city": "Detroit", "need": "tig welding", "count": 3}, True),
+    ("match", {"role": "welder", "need": "tig welding"}, False),  # no city or state
+    ("search", {"q": "tig welder detroit", "limit": 3}, True),
+    ("search", {"q": "   "}, False),
+    ("log", {"operation": "query workers", "approach": "filter on state first", "result": "lesson"}, True),
+    ("log", {"operation": "query workers", "approach": "x", "result": "maybe"}, False),
+    ("tables", {}, True),
+    ("tables", {"ignored": 1}, True),
+    ("table", {"name": "workers"}, True),
+    ("table", {"name": "secrets"}, False),
+    ("worker", {"id": "W00001"}, True),
+    ("worker", {"id": "W1"}, False),
+    ("playbooks", {"endpoint": "/sql", "limit": 5}, True),
+    ("playbooks", {"limit": 99}, False),
+    ("model", {}, True),
+    ("model", {"ignored": True}, True),
+]
+
+
+@pytest.fixture(scope="module")
+def api(local: Local) -> tuple[str, str, Local]:
+    stack, client, _ = local
+    assert stack.api_key is not None
+    stack.client("s3").put_object(
+        Bucket=stack.bucket, Key="playbooks/current.json", Body=json.dumps(SNAPSHOT).encode()
+    )
+    return f"{client.base_url}".rstrip("/") + "/mcp", stack.api_key.value, local
+
+
+def _client(url: str, key: str, mode: str, session: str = MCP_SESSION) -> Client:
+    headers = {"x-api-key": key, "x-opslake-session-id": session}
+    transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+    return Client(transport, mode=mode)  # type: ignore[arg-type]
+
+
+def _rest(client: httpx.Client, key: str, tool: str, arguments: dict[str, Any]) -> httpx.Response:
+    """The same call over REST, as an agent without MCP would make it."""
+    spec = BY_NAME[tool]
+    headers = {"x-api-key": key, "x-opslake-session-id": REST_SESSION}
+    path = spec.route
+    for name in spec.path_parameters:
+        path = path.replace("{" + name + "}", str(arguments[name]))
+    if spec.arguments_as == "body":
+        return client.post(path, json=arguments, headers=headers)
+    params = {k: str(v) for k, v in arguments.items()} if spec.arguments_as == "query" else arguments
+    return client.request(
+        spec.method, path, params=None if spec.arguments_as == "path" else params, headers=headers
+    )
+
+
+def test_the_sdk_client_calls_every_tool_and_the_lake_records_them_as_rest_calls(
+    api: tuple[str, str, Local],
+) -> None:
+    url, key, (_, client, drainer) = api
+    results: list[Any] = []
+    outcome: dict[str, Any] = {}
+
+    async def session() -> None:
+        async with _client(url, key, "auto") as mcp:
+            outcome["version"] = mcp.session.protocol_version
+            outcome["server"] = mcp.session.server_info
+            listed = await mcp.list_tools()
+            outcome["tools"] = {tool.name: tool for tool in listed.tools}
+            for name, arguments, _ in CALLS:
+                results.append(await mcp.call_tool(name, arguments))
+            outcome["resources"] = await mcp.list_resources()
+            outcome["read"] = await mcp.read_resource("opslake://playbooks/pb-state")
+            try:
+                await mcp.call_tool("nope", {})
+            except Exception as exc:  # the SDK raises MCPError for a JSON-RPC error
+                outcome["unknown"] = exc
+
+    anyio.run(session)
+
+    # the handshake: auto mode fell back from 2026-07-28 to the latest handshake version
+    assert outcome["version"] == LATEST_HANDSHAKE_VERSION
+    assert outcome["server"].name == "opslake"
+    tools = outcome["tools"]
+    assert list(tools) == [tool.name for tool in TOOLS]
+    assert tools["sql"].input_schema == SqlRequest.model_json_schema()
+    assert tools["playbooks"].input_schema == PlaybooksQuery.model_json_schema()
+
+    # every call: a success is the REST answer; a failure is isError with the REST message
+    for (name, arguments, succeeds), result in zip(CALLS, results, strict=True):
+        rest = _rest(client, key, name, arguments)
+        assert (rest.status_code < 400) is succeeds, (name, arguments, rest.text)
+        assert result.is_error is (not succeeds), (name, arguments, result)
+        if succeeds:
+            assert result.structured_content is not None and set(result.structured_content) == set(
+                rest.json()
+            )
+        else:
+            assert result.content[0].text == rest.json()["message"], name
+            assert result.structured_content == rest.json()
+
+    # playbook entries as resources: the active ones listed, one read (a GET /playbooks)
+    uris = sorted(str(r.uri) for r in outcome["resources"].resources)
+    assert uris == ["opslake://playbooks/pb-dt", "opslake://playbooks/pb-state"]
+    (content,) = outcome["read"].contents
+    assert json.loads(content.text)["action"] == "filter workers on state first"
+    assert _rest_read(client, key).status_code == 200  # the same read over REST
+    assert "unknown tool: nope" in str(outcome["unknown"])
+
+    # the lake: one record per call, the same endpoint/success/error_type as REST, source mcp
+    assert drainer.drain().failed == 0
+    lake = client.post(
+        "/sql",
+        json={
+            "sql": "SELECT session_id, source, endpoint, success, error_type, attributes FROM ops "
+            f"WHERE session_id IN ('{MCP_SESSION}', '{REST_SESSION}') AND source <> 'agent_log'",
+            "limit": 1000,
+        },
+        headers={"x-api-key": key},
+    )
+    assert lake.status_code == 200, lake.text
+    rows = lake.json()["rows"]
+    mcp_rows = [r for r in rows if r[0] == MCP_SESSION]
+    rest_rows = [r for r in rows if r[0] == REST_SESSION]
+    assert {r[1] for r in mcp_rows} == {"mcp"} and {r[1] for r in rest_rows} == {"gateway"}
+    shape = Counter((r[2], r[3], r[4]) for r in mcp_rows)
+    unknown = ("/mcp", False, "mcp_unknown_tool")
+    assert shape.pop(unknown) == 1  # the call that reached no tool: one record at /mcp
+    assert shape == Counter((r[2], r[3], r[4]) for r in rest_rows)
+    assert sum(shape.values()) == len(CALLS) + 1  # + the resource read; list and initialize leave none
+    read = [r for r in mcp_rows if r[2] == "/playbooks" and dict(r[5]).get("entry_ids") == "pb-state"]
+    assert len(read) == 1  # the reader measurement sees who read which entry
+
+
+def _rest_read(client: httpx.Client, key: str) -> httpx.Response:
+    headers = {"x-api-key": key, "x-opslake-session-id": REST_SESSION}
+    return client.get("/playbooks", params={"entry_id": "pb-state", "limit": "1"}, headers=headers)
+
+
+def test_legacy_mode_speaks_the_handshake_era(api: tuple[str, str, Local]) -> None:
+    url, key, _ = api
+    seen: dict[str, Any] = {}
+
+    async def session() -> None:
+        async with _client(url, key, "legacy", session="mcp-legacy") as mcp:
+            seen["version"] = mcp.session.protocol_version
+            seen["result"] = await mcp.call_tool("worker", {"id": "W00002"})
+
+    anyio.run(session)
+    assert seen["version"] in HANDSHAKE_PROTOCOL_VERSIONS
+    assert seen["result"].is_error is False
+    assert seen["result"].structured_content["worker"]["worker_id"] == "W00002"
+
+
+def test_get_and_delete_are_405_and_a_wrong_key_is_403(api: tuple[str, str, Local]) -> None:
+    url, key, (_, client, _) = api
+    for method in ("GET", "DELETE"):
+        answer = client.request(method, "/mcp", headers={"x-api-key": key, "accept": "text/event-stream"})
+        assert (answer.status_code, answer.headers["allow"]) == (405, "POST"), answer.text
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert client.post("/mcp", json=ping, headers={"x-api-key": "not-the-key"}).status_code == 403
+    assert client.post("/mcp", json=ping).status_code == 403
+
+    async def session() -> None:
+        async with _client(url, "not-the-key", "legacy") as mcp:
+            await mcp.list_tools()
+
+    with pytest.raises(Exception):  # noqa: B017  (the SDK's error type for an HTTP 403 varies by mode)
+        anyio.run(session)
