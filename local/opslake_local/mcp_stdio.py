@@ -1,6 +1,7 @@
 """The stdio half of ``opslake mcp``: the official MCP SDK's low-level ``Server`` on its stdio
 transport, answering ``initialize`` itself and forwarding ``tools/list``, ``tools/call``,
-``resources/list`` and ``resources/read`` to the stack (:class:`~opslake_local.mcp_forward.StackForwarder`).
+``resources/list``, ``resources/templates/list`` and ``resources/read`` to the stack
+(:class:`~opslake_local.mcp_forward.StackForwarder`).
 
 Results pass through as the stack gave them (``isError``, ``structuredContent``); failures on the way
 become MCP errors with the forwarder's message. While it serves, the SDK points fd 1 at stderr, so
@@ -71,6 +72,13 @@ def build_server(forwarder: StackForwarder) -> Server[Any]:
     ) -> types.ListResourcesResult:
         return await forward(forwarder, "resources/list", _page(params), types.ListResourcesResult)
 
+    async def list_templates(
+        _ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return await forward(
+            forwarder, "resources/templates/list", _page(params), types.ListResourceTemplatesResult
+        )
+
     async def read_resource(_ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         return await forward(forwarder, "resources/read", {"uri": str(params.uri)}, types.ReadResourceResult)
 
@@ -81,6 +89,7 @@ def build_server(forwarder: StackForwarder) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
         on_read_resource=read_resource,
     )
 

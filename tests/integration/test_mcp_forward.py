@@ -84,6 +84,20 @@ def test_a_deployed_stack_takes_its_key_from_the_option_or_the_environment() -> 
     assert resolve() == Endpoint(URL, "from-env")
 
 
+def test_aws_takes_the_url_from_the_deployed_stacks_api_url_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[str, str, str | None]] = []
+
+    def output(args: argparse.Namespace, name: str) -> str:
+        asked.append((args.stack_name, name, args.region))
+        return URL[:-4]
+
+    monkeypatch.setattr("opslake_local.cli.mcp_commands.stack_output", output)
+    args = _args("--aws", "--stack-name", "ops-prod", "--region", "eu-west-1")
+    resolve, hint, _ = resolve_target(args, {"OPSLAKE_API_KEY": "k", "OPSLAKE_URL": "http://ignored"})
+    assert resolve() == Endpoint(URL, "k") and "--stack-name ops-prod" in hint
+    assert asked == [("ops-prod", "ApiUrl", "eu-west-1")]
+
+
 def test_a_deployed_stack_without_a_key_is_a_usage_error() -> None:
     with pytest.raises(CliError, match="OPSLAKE_API_KEY") as raised:
         resolve_target(_args("--url", URL), {})
