@@ -41,7 +41,7 @@ from ..fakes import MemoryQueue
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Every gateway tool an agent can call over MCP (helper B's /ask adds "ask").
-EXPECTED_TOOLS = {"sql", "match", "search", "log", "tables", "table", "worker", "playbooks", "model"}
+EXPECTED_TOOLS = {"sql", "match", "search", "ask", "log", "tables", "table", "worker", "playbooks", "model"}
 V = LATEST_HANDSHAKE_VERSION
 SNAPSHOT = {
     "generated_at": "2026-11-21T10:00:00Z",

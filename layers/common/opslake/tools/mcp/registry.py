@@ -97,6 +97,20 @@ TOOLS: tuple[ToolSpec, ...] = (
         input_model="opslake.tools.search:SearchRequest",
     ),
     ToolSpec(
+        name="ask",
+        description=(
+            "Ask a question about the lake's tables in plain words: a model writes one SQL query from "
+            "the real catalog, it runs like `sql`, and the answer comes from its rows, with its "
+            "sources (the SQL, the rows, the tables). An answer stating a number or name the rows do "
+            "not hold is refused (the rows are still returned); a question the data cannot answer "
+            "says so, with what was tried."
+        ),
+        method="POST",
+        route="/ask",
+        module="ask",
+        input_model="opslake.tools.ask:AskRequest",
+    ),
+    ToolSpec(
         name="log",
         description=(
             "Write down what you tried and how it went (success, failure or a lesson): it becomes "
