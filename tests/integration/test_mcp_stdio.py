@@ -114,13 +114,14 @@ def test_tools_are_the_stacks_and_calls_pass_through_as_the_stack_answers(
 def test_a_playbook_entry_is_a_resource(stack: tuple[str, str, Local], mode: str) -> None:
     url, key, _ = stack
 
-    async def session() -> tuple[Any, Any]:
+    async def session() -> tuple[Any, Any, Any]:
         async with connected(["mcp", "--url", url, "--api-key", key], mode) as mcp:
             listed = await mcp.list_resources()
             uri = next(r.uri for r in listed.resources if str(r.uri).endswith(ENTRY_ID))
-            return listed, await mcp.read_resource(uri)
+            return listed, await mcp.read_resource(uri), await mcp.list_resource_templates()
 
-    listed, read = anyio.run(session)
+    listed, read, templates = anyio.run(session)
+    assert any(t.uri_template.startswith("opslake://playbooks") for t in templates.resource_templates)
     assert f"opslake://playbooks/{ENTRY_ID}" in {str(r.uri) for r in listed.resources}
     entry = json.loads(read.contents[0].text)
     assert entry["entry_id"] == ENTRY_ID and entry["action"] == "ask /match for tig welding"
