@@ -253,6 +253,32 @@ def test_sql_function_may_query_the_workgroup_read_datasets_and_ops_and_enqueue(
     }
 
 
+def test_ask_may_do_what_sql_may_plus_read_the_llm_state_and_its_key(transformed: dict[str, Any]) -> None:
+    """POST /ask runs its SQL as POST /sql does (the same guard and allowlist, so the same grants),
+    reads the LLM breaker state the analyzer saves (never writes it), and reads the LLM key parameter
+    only when one is configured; its model calls are op records (the ops queue it has anyway)."""
+    sql, _ = _grants(transformed, "SqlFunctionRole")
+    ask, allowed = _grants(transformed, "AskFunctionRole")
+    assert ask.pop("ssm:GetParameter") == [LLM_KEY_PARAMETER]
+    assert ask.pop("s3:GetObject") == _lake(
+        "datasets/*", "ops/*", "ops-compacted/*", "state/llm.json", "athena-results/*"
+    )
+    assert sql.pop("s3:GetObject") == _lake("datasets/*", "ops/*", "ops-compacted/*", "athena-results/*")
+    assert ask == sql
+    assert _listing_prefixes(allowed) == [
+        "datasets/*",
+        "ops/*",
+        "ops-compacted/*",
+        "state/llm.json",
+        "athena-results/*",
+    ]
+    props = transformed["Resources"]["AskFunctionRole"]["Properties"]
+    (conditional,) = [p["Fn::If"] for p in props["Policies"] if "Fn::If" in p]
+    assert conditional[0] == "HasLlmApiKeyParameter" and conditional[2] == {"Ref": "AWS::NoValue"}
+    assert not [a for a in ask if a.startswith(("secretsmanager:", "kms:"))]
+    assert {_policy_name(a) for a in props["ManagedPolicyArns"]} == {BASIC, XRAY}
+
+
 def test_log_function_may_only_enqueue_and_read_api_keys(transformed: dict[str, Any]) -> None:
     by_action, _ = _grants(transformed, "LogFunctionRole")
     _pop_observation_grants(by_action)
