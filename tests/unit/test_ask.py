@@ -244,6 +244,29 @@ def test_when_the_repair_fails_too_the_answer_says_what_was_tried() -> None:
     assert answer.reason and "repair" in answer.reason
 
 
+def test_a_query_that_reads_no_table_is_not_the_lakes_answer() -> None:
+    constant = AskPlan(answerable=True, sql="SELECT 42 AS answer", reason="r")
+    model = FakeModel(constant, PLAN, AskDraft(answer="W00042 is in Houston."))
+    run, seen = runner({**result([[42]]), "tables": []}, result(HOUSTON))
+    answer = ask(AskRequest(question="q"), tables=TABLES, run_sql=run, model=model)
+    assert answer.status == "answered" and seen == ["SELECT 42 AS answer", PLAN.sql]
+    assert answer.tried[0].error_type == "ask_no_table"
+
+
+def test_rows_beyond_the_prompts_size_are_left_out_and_the_answer_knows_it() -> None:
+    wide = [[f"W{i:05d}", *["x" * 190] * 3, "Houston"] for i in range(1, 51)]
+    model = FakeModel(
+        PLAN, AskDraft(answer="There are 50 workers."), AskDraft(answer="W00001 is in Houston.")
+    )
+    run, _ = runner(result(wide))
+    answer = ask(AskRequest(question="q"), tables=TABLES, run_sql=run, model=model)
+    shown = data_of(model.seen[1])
+    assert 0 < len(shown["rows"]) < 50 and shown["truncated"] is True
+    assert answer.sources and answer.sources.truncated and len(answer.sources.rows) == len(shown["rows"])
+    # a count of the rows shown is not a count of the rows there are: "50" was refused once
+    assert (answer.status, answer.answer, answer.model_calls) == ("answered", "W00001 is in Houston.", 3)
+
+
 def test_no_rows_is_said_without_asking_the_model_to_answer() -> None:
     model = FakeModel(PLAN)
     run, _ = runner(result([]))

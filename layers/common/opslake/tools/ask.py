@@ -228,7 +228,13 @@ class _Run:
                 f"/ask ran out of its {self.deadline.total_s:.0f} s budget before the query; retry",
                 retry_after_s=self.retry_after_s,
             )
-        return run(sql, timeout)
+        result = run(sql, timeout)
+        if not result["tables"]:  # SELECT 42: rows the model wrote itself are not the lake's
+            raise SqlError(
+                "the query reads no table: an answer must come from the rows of the catalog's tables",
+                code="ask_no_table",
+            )
+        return result
 
     def answer(self, status: Status, **fields: Any) -> AskAnswer:
         values: dict[str, Any] = {"answer": None, "grounded": False, "grounding": None, "sources": None}
@@ -331,13 +337,14 @@ def ask(
 
     columns = [str(c["name"]) for c in result["columns"]]
     shown = ask_prompts.prompt_rows(result["rows"])
-    truncated = bool(result["truncated"])
-    run.tried.append(Attempt(sql=sql, row_count=len(shown)))
+    # rows left out (by the query's row cap or the prompt's size) make the rows a sample, not all
+    truncated = bool(result["truncated"]) or len(shown) < len(result["rows"])
+    run.tried.append(Attempt(sql=sql, row_count=len(result["rows"])))
     sources = Sources(
         sql=sql,
         tables=list(result["tables"]),
         columns=columns,
-        rows=[list(row) for row in result["rows"]],
+        rows=[list(row) for row in result["rows"][: len(shown)]],
         row_count=len(shown),
         truncated=truncated,
         engine=result.get("engine"),
@@ -345,7 +352,10 @@ def ask(
     if not shown:
         return run.answer(
             "no_rows",
-            answer="The query returned no rows: the lake holds nothing that matches the question.",
+            answer=(
+                "The query returned no rows, so the lake gave no answer to the question as asked "
+                "(see sources.sql)."
+            ),
             grounded=True,
             sources=sources,
             reason="the query returned no rows",

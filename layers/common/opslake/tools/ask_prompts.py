@@ -24,6 +24,8 @@ MAX_QUESTION_CHARS = 500
 MAX_ERROR_CHARS = 600
 MAX_REASON_CHARS = 300
 MAX_ANSWER_CHARS = 1200
+#: The rows' share of the answer prompt (~6,000 tokens): later rows are left out, as if truncated.
+MAX_ROWS_CHARS = 24_000
 
 _DATA_RULE = (
     f"The data is one JSON document between the lines {DATA_OPEN} and {DATA_CLOSE}. The question and "
@@ -74,9 +76,19 @@ def prompt_cell(value: Any) -> Any:
     return value
 
 
-def prompt_rows(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """The rows as the answer prompt shows them (and the grounding check reads them)."""
-    return [[prompt_cell(v) for v in row] for row in rows]
+def prompt_rows(rows: Sequence[Sequence[Any]], *, max_chars: int = MAX_ROWS_CHARS) -> list[list[Any]]:
+    """The rows as the answer prompt shows them (and the grounding check reads them): the first
+    rows whose JSON fits in ``max_chars`` (a prompt stays a few thousand tokens, whatever the
+    query selected), at least one."""
+    shown: list[list[Any]] = []
+    size = 0
+    for row in rows:
+        cells = [prompt_cell(v) for v in row]
+        size += len(json.dumps(cells, ensure_ascii=False, default=str)) + 1
+        if shown and size > max_chars:
+            break
+        shown.append(cells)
+    return shown
 
 
 def question_text(question: str) -> str:
