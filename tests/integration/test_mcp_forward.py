@@ -10,6 +10,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +269,8 @@ def test_stdout_carries_only_protocol_when_no_stack_answers() -> None:
     )
     assert process.stdin is not None and process.stdout is not None
     lines = []
+    watchdog = threading.Timer(60, process.kill)  # a silent server fails the test instead of hanging it
+    watchdog.start()
     try:
         for message in messages:  # stdin stays open until each answer is in: EOF ends the session
             process.stdin.write(json.dumps(message) + "\n")
@@ -278,6 +281,7 @@ def test_stdout_carries_only_protocol_when_no_stack_answers() -> None:
         rest, stderr = process.stdout.read(), process.stderr.read() if process.stderr else ""
         assert process.wait(timeout=60) == 0, stderr[-2000:]
     finally:
+        watchdog.cancel()
         if process.poll() is None:
             process.kill()
     assert rest == ""
