@@ -2,26 +2,20 @@
 
 A moto server provisioned from template.yaml, the handlers invoked in-process, a local API
 Gateway and a local SQS event source mapping.
+
+The names below load on first use: ``opslake mcp`` (an agent's stdio server) and the other light
+commands must not pay for moto, which ``LocalStack`` imports (~0.6 s).
 """
 
-from opslake_local.drain import BackgroundDrainer, Drainer, DrainResult, drain_once
-from opslake_local.http import LocalApi
-from opslake_local.invoke import FunctionError, Invoker, LambdaContext
-from opslake_local.stack import ApiKey, LocalStack
-from opslake_local.template import Template, TemplateError, find_template
+from opslake._lazy import lazy_exports
 
-__all__ = [
-    "ApiKey",
-    "BackgroundDrainer",
-    "DrainResult",
-    "Drainer",
-    "FunctionError",
-    "Invoker",
-    "LambdaContext",
-    "LocalApi",
-    "LocalStack",
-    "Template",
-    "TemplateError",
-    "drain_once",
-    "find_template",
-]
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "drain": ("BackgroundDrainer", "Drainer", "DrainResult", "drain_once"),
+        "http": ("LocalApi",),
+        "invoke": ("FunctionError", "Invoker", "LambdaContext"),
+        "stack": ("ApiKey", "LocalStack"),
+        "template": ("Template", "TemplateError", "find_template"),
+    },
+)
