@@ -27,9 +27,10 @@ _lock = threading.Lock()
 
 
 def load_tool_module(name: str) -> ModuleType:
-    """``functions/gateway/<name>.py``, imported once, under a name of this module's (the local stack
-    loads each function's modules by path, and a second stack in one process must not reuse the
-    first's; on Lambda the name is ``mcp.<name>``-like and imported once per container)."""
+    """``functions/gateway/<name>.py`` (its ``app`` is the tool's observed resolver), imported on first
+    use and kept for the container. Loaded by path under a name derived from this module's own, not
+    with ``import <name>``: the local stack loads each function's handler under a name of its own, so
+    two stacks in one process (tests) or two functions never share a tool module and its settings."""
     with _lock:
         if name not in _modules:
             qualified = f"{__name__}__{name}"

@@ -1,6 +1,7 @@
 """Pydantic contracts: op records (``ops``), the time window (``window``), analysis results
 (``analysis``), playbook entries (``playbooks``), LLM state (``llm``), /stats and /profile answers
-(``insights``), readable validation messages (``validation``) and ids (``ids``)."""
+(``insights``), readable validation messages (``validation``), ids (``ids``) and the gateway tools'
+inputs shared by their REST routes and their MCP schemas (``tools``)."""
 
 from opslake.models.ops import (
     MAX_ATTRIBUTE_KEY_CHARS,
