@@ -1,7 +1,7 @@
 """POST /mcp driven by the official MCP Python SDK client (Streamable HTTP) against the local stack:
-initialize (in the SDK's default ``auto`` mode, which first tries the 2026-07-28 era and falls back,
-and in ``legacy`` mode), list the tools, call each tool once succeeding and once failing, read a
-playbook entry as a resource; then the lake: every MCP call is one op record with the same
+connect in the SDK's default ``auto`` mode (``server/discover``: the 2026-07-28 era) and in ``legacy``
+mode (``initialize``: the handshake era), list the tools, call each tool once succeeding and once
+failing, read a playbook entry as a resource; then the lake: every MCP call is one op record with the same
 ``endpoint``, ``success`` and ``error_type`` as the same call over REST, ``source`` "mcp" against
 "gateway". A wrong API key is API Gateway's 403.
 
@@ -20,7 +20,7 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from opslake.models.tools import PlaybooksQuery, SqlRequest
 from opslake.tools.mcp.registry import BY_NAME, TOOLS
@@ -131,8 +131,8 @@ def test_the_sdk_client_calls_every_tool_and_the_lake_records_them_as_rest_calls
 
     anyio.run(session)
 
-    # the handshake: auto mode fell back from 2026-07-28 to the latest handshake version
-    assert outcome["version"] == LATEST_HANDSHAKE_VERSION
+    # auto mode opens with server/discover: opslake serves the 2026-07-28 era (no handshake)
+    assert outcome["version"] == LATEST_MODERN_VERSION
     assert outcome["server"].name == "opslake"
     tools = outcome["tools"]
     assert list(tools) == [tool.name for tool in TOOLS]
@@ -200,7 +200,7 @@ def test_legacy_mode_speaks_the_handshake_era(api: tuple[str, str, Local]) -> No
             seen["result"] = await mcp.call_tool("worker", {"id": "W00002"})
 
     anyio.run(session)
-    assert seen["version"] in HANDSHAKE_PROTOCOL_VERSIONS
+    assert seen["version"] == LATEST_HANDSHAKE_VERSION
     assert seen["result"].is_error is False
     assert seen["result"].structured_content["worker"]["worker_id"] == "W00002"
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import mcp_types as t
 import pytest
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from opslake.errors import BadRequestError, ServiceUnavailableError, SqlRejectedError
@@ -308,21 +308,18 @@ def test_notifications_and_responses_are_accepted_with_202_and_no_body(world: Wo
 
 
 def test_a_version_opslake_does_not_speak_is_a_400_naming_the_ones_it_does(world: World) -> None:
-    """The SDK client's mode="auto" first POSTs server/discover with 2026-07-28: -32022 with
-    data.supported = the handshake versions makes it fall back to initialize."""
-    discover = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}
-    status, body, _ = world.post(discover, headers={"mcp-protocol-version": "2026-07-28"})
-    assert status == 400
-    error = _wire(t.JSONRPCError, body)
-    assert error.id == 0 and error.error.code == t.UNSUPPORTED_PROTOCOL_VERSION
-    assert body["error"]["data"] == {
-        "supported": list(HANDSHAKE_PROTOCOL_VERSIONS),
-        "requested": "2026-07-28",
-    }
-    status, body, _ = world.post(
-        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"mcp-protocol-version": "x"}
-    )
-    assert status == 400 and body["error"]["code"] == t.UNSUPPORTED_PROTOCOL_VERSION
+    """-32022 with data.supported = every version opslake speaks: a client that knows one retries."""
+    for version in ("2027-01-01", "x"):
+        status, body, _ = world.post(
+            {"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers={"mcp-protocol-version": version}
+        )
+        assert status == 400
+        error = _wire(t.JSONRPCError, body)
+        assert error.id == 3 and error.error.code == t.UNSUPPORTED_PROTOCOL_VERSION
+        assert body["error"]["data"] == {
+            "supported": [*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS],
+            "requested": version,
+        }
 
 
 @pytest.mark.parametrize(
@@ -567,3 +564,116 @@ def _load_gateway(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
     loaded = {tool.module: module.load_tool_module(tool.module) for tool in TOOLS}
     get_settings.cache_clear()
     return {"mcp": module, **loaded}
+
+
+# ---- the 2026-07-28 era: an envelope per request, mirrored in headers -----------------------------
+MODERN = "2026-07-28"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+}
+
+
+def _modern(
+    world: World, method: str, params: dict[str, Any] | None = None, *, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    body = {**(params or {}), "_meta": ENVELOPE}
+    sent = {"mcp-protocol-version": MODERN, "mcp-method": method}
+    name = {"tools/call": "name", "resources/read": "uri"}.get(method)
+    if name is not None:
+        sent["mcp-name"] = str(body.get(name))
+    status, answer, _ = world.post(
+        {"jsonrpc": "2.0", "id": 11, "method": method, "params": body}, headers={**sent, **(headers or {})}
+    )
+    return status, answer
+
+
+def test_modern_discover_lists_the_version_capabilities_and_server(world: World) -> None:
+    from mcp_types import _v2026_07_28 as m
+
+    status, body = _modern(world, "server/discover")
+    assert status == 200
+    result = _wire(m.DiscoverResult, body["result"])
+    assert result.supported_versions == [MODERN] and result.result_type == "complete"
+    assert result.capabilities.tools is not None and result.capabilities.resources is not None
+    assert body["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "opslake"
+    status, body = _modern(world, "initialize")
+    assert (status, body["error"]["code"]) == (404, t.METHOD_NOT_FOUND)  # no handshake in this era
+
+
+def test_modern_tools_and_resources_are_the_same_calls_and_records(world: World) -> None:
+    from mcp_types import _v2026_07_28 as m
+
+    status, body = _modern(world, "tools/list")
+    listed = _wire(m.ListToolsResult, body["result"])
+    assert [tool.name for tool in listed.tools] == [tool.name for tool in TOOLS]
+    assert listed.ttl_ms > 0  # the tool list changes only with a deploy
+    status, body = _modern(world, "tools/call", {"name": "sql", "arguments": {"sql": "DROP TABLE x"}})
+    result = _wire(m.CallToolResult, body["result"])
+    assert result.is_error and result.result_type == "complete"
+    status, body = _modern(world, "resources/list")
+    assert len(_wire(m.ListResourcesResult, body["result"]).resources) == 2
+    status, body = _modern(world, "resources/read", {"uri": "opslake://playbooks/pb-0"})
+    _wire(m.ReadResourceResult, body["result"])
+    status, body = _modern(world, "ping")
+    _wire(m.EmptyResult, body["result"])
+    sql, read = world.records()
+    assert (sql.endpoint, sql.source, sql.error_type) == ("/sql", "mcp", "sql_rejected")
+    assert (read.endpoint, read.source) == ("/playbooks", "mcp")
+    status, body = _modern(world, "tools/call", {"name": "nope", "arguments": {}})
+    assert (status, body["error"]["code"]) == (400, t.INVALID_PARAMS)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "headers", "status", "code"),
+    [
+        ("tools/list", None, {"mcp-method": "tools/call"}, 400, t.HEADER_MISMATCH),
+        ("tools/call", {"name": "sql", "arguments": {}}, {"mcp-name": "match"}, 400, t.HEADER_MISMATCH),
+        ("tools/call", {"name": "sql", "arguments": {}}, {"mcp-name": "=?base64?c3Fs?="}, 200, None),
+        (
+            "tools/call",
+            {"name": "sql", "arguments": {}},
+            {"mcp-name": "=?base64?c3F?="},
+            400,
+            t.HEADER_MISMATCH,
+        ),
+        (
+            "resources/read",
+            {"uri": "opslake://playbooks/pb-0"},
+            {"mcp-name": "opslake://x"},
+            400,
+            t.HEADER_MISMATCH,
+        ),
+        ("prompts/list", None, {}, 404, t.METHOD_NOT_FOUND),
+    ],
+)
+def test_modern_headers_must_mirror_the_body(
+    world: World, method: str, params: Any, headers: dict[str, str], status: int, code: int | None
+) -> None:
+    got, body = _modern(world, method, params, headers=headers)
+    assert got == status, body
+    if code is None:
+        _wire(t.JSONRPCResponse, body)
+    else:
+        assert _wire(t.JSONRPCError, body).error.code == code
+
+
+@pytest.mark.parametrize(
+    ("params", "code"),
+    [
+        ({}, t.INVALID_PARAMS),  # no envelope
+        ({"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}}, t.INVALID_PARAMS),  # no capabilities
+        (
+            {"_meta": {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2025-11-25"}},
+            t.HEADER_MISMATCH,  # the header says 2026-07-28
+        ),
+    ],
+)
+def test_modern_requests_carry_their_envelope(world: World, params: dict[str, Any], code: int) -> None:
+    message = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": params}
+    status, body, _ = world.post(
+        message, headers={"mcp-protocol-version": MODERN, "mcp-method": "tools/list"}
+    )
+    assert status == 400
+    assert _wire(t.JSONRPCError, body).error.code == code

@@ -26,6 +26,10 @@ INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
 #: MCP's code for a protocol version the server does not speak (``data.supported`` names ours).
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+#: MCP's code for headers that do not mirror the request body (the 2026-07-28 era).
+HEADER_MISMATCH = -32020
+#: The 2026-07-28 era (see :mod:`opslake.tools.mcp.modern`): no handshake, an envelope per request.
+MODERN_VERSIONS = ("2026-07-28",)
 
 #: The HTTP status of each JSON-RPC error. Transport-level refusals (the POST is not one JSON-RPC
 #: request opslake can read, or names a version it does not speak) are 4xx; an error answering a
@@ -66,14 +70,16 @@ def error(id_: JsonRpcId, exc: RpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": body}
 
 
-def unsupported_version(requested: str) -> RpcError:
-    """-32022 naming the versions opslake speaks: the SDK client's ``mode="auto"`` first tries the
-    2026-07-28 era (``server/discover``), reads ``supported`` and falls back to ``initialize``."""
+def unsupported_version(requested: Any, http: int | None = None) -> RpcError:
+    """-32022 naming every version opslake speaks (a client that knows one of them retries with it;
+    a handshake version means ``initialize`` first)."""
+    shown = str(requested)[:40]
+    supported = [*HANDSHAKE_VERSIONS, *MODERN_VERSIONS]
     return RpcError(
         UNSUPPORTED_PROTOCOL_VERSION,
-        f"MCP-Protocol-Version {requested[:40]!r} is not supported; "
-        f"use one of {', '.join(HANDSHAKE_VERSIONS)} (initialize first)",
-        data={"supported": list(HANDSHAKE_VERSIONS), "requested": requested[:40]},
+        f"MCP protocol version {shown!r} is not supported; use one of {', '.join(supported)}",
+        data={"supported": supported, "requested": shown},
+        http=http,
     )
 
 

@@ -1,6 +1,10 @@
 """``POST /mcp``: MCP's Streamable HTTP transport, stateless (no ``Mcp-Session-Id``, no SSE stream)
 with JSON answers, hand-rolled on plain dicts (see :mod:`opslake.tools.mcp.protocol` for why).
 
+Both eras: the handshake (``initialize`` first; 2024-11-05 … 2025-11-25) and 2026-07-28 (no
+handshake: an envelope in every request's ``params._meta``, mirrored in headers; see
+:mod:`opslake.tools.mcp.modern`), chosen by the ``MCP-Protocol-Version`` header.
+
 One POST carries one JSON-RPC message. Requests are answered with one JSON-RPC response;
 notifications and a client's responses get 202 and no body; a batch, a body that is not one
 JSON-RPC message, or an ``MCP-Protocol-Version`` opslake does not speak get a 4xx JSON-RPC error.
@@ -27,6 +31,7 @@ from opslake import __version__
 from opslake.errors import BadRequestError, MalformedJsonError, OpslakeError
 from opslake.http.bodies import check_json_depth, request_body
 from opslake.http.responses import json_response, report_error
+from opslake.tools.mcp import modern as modern_era
 from opslake.tools.mcp import protocol as rpc
 from opslake.tools.mcp.dispatch import call_event, rest_answer, synthesize, tool_result
 from opslake.tools.mcp.registry import BY_NAME, TOOLS, ToolSpec
@@ -75,18 +80,25 @@ class McpServer:
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
         }
+        self._modern_methods = {
+            **{name: fn for name, fn in self._methods.items() if name != "initialize"},
+            "server/discover": self._discover,
+        }
 
     # ---- the transport ---------------------------------------------------------------------------
     def handle(self, event: APIGatewayProxyEvent, context: Any) -> Response:
         """Answer one POST /mcp."""
         message: Any = None
+        version = (event.headers or {}).get(rpc.VERSION_HEADER)
+        era_modern = version in rpc.MODERN_VERSIONS
         try:
             message = self._parse(event)
-            version = (event.headers or {}).get(rpc.VERSION_HEADER)
-            if version is not None and version not in rpc.HANDSHAKE_VERSIONS:
+            if version is not None and version not in rpc.HANDSHAKE_VERSIONS and not era_modern:
                 raise rpc.unsupported_version(version)
-            return self._message(message, event, context)
+            return self._message(message, event, context, modern=era_modern)
         except rpc.RpcError as exc:
+            if era_modern and exc.code in (rpc.METHOD_NOT_FOUND, rpc.INVALID_PARAMS):
+                exc.http = modern_era.HTTP_STATUS[exc.code]  # this era's statuses (404, 400)
             return self._error(rpc.request_id(message), exc)
         except Exception as exc:  # never a stack trace to the client: logged and counted instead
             error = report_error(exc, event.request_context.request_id)
@@ -106,7 +118,7 @@ class McpServer:
         except (ValueError, RecursionError) as exc:
             raise rpc.RpcError(rpc.PARSE_ERROR, f"the body is not JSON: {exc}"[:300]) from exc
 
-    def _message(self, message: Any, event: APIGatewayProxyEvent, context: Any) -> Response:
+    def _message(self, message: Any, event: APIGatewayProxyEvent, context: Any, *, modern: bool) -> Response:
         if isinstance(message, list):
             raise rpc.RpcError(
                 rpc.INVALID_REQUEST, "batches are not accepted: POST one JSON-RPC message at a time"
@@ -127,17 +139,25 @@ class McpServer:
         id_ = message["id"]
         if rpc.request_id(message) is None:
             raise rpc.RpcError(rpc.INVALID_REQUEST, '"id" must be a string or an integer')
-        handler = self._methods.get(method)
-        if handler is None:
-            raise rpc.RpcError(rpc.METHOD_NOT_FOUND, f"method not found: {method[:80]}")
+        methods = self._modern_methods if modern else self._methods
         params = message.get("params", {})
         if params is None:
             params = {}
+        if modern:  # the envelope first (the SDK's order), then method existence
+            if not isinstance(params, dict):
+                raise rpc.RpcError(rpc.INVALID_PARAMS, f"{method} params must be an object carrying _meta")
+            headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+            modern_era.check_envelope(method, params, headers)
+            params = {k: v for k, v in params.items() if k != "_meta"}
+        handler = methods.get(method)
+        if handler is None:
+            raise rpc.RpcError(rpc.METHOD_NOT_FOUND, f"method not found: {method[:80]}")
         if not isinstance(params, dict):
             if method == "tools/call":
                 self._refuse(event, context, "mcp_invalid_params", "tools/call params must be an object")
             raise rpc.RpcError(rpc.INVALID_PARAMS, f"{method} params must be an object")
-        return json_response(200, rpc.result(id_, handler(params, event, context)))
+        result = handler(params, event, context)
+        return json_response(200, rpc.result(id_, modern_era.complete(method, result) if modern else result))
 
     def _error(self, id_: rpc.JsonRpcId, exc: rpc.RpcError) -> Response:
         return json_response(exc.http, rpc.error(id_, exc))
@@ -153,6 +173,15 @@ class McpServer:
             "capabilities": CAPABILITIES,
             "serverInfo": SERVER_INFO,
             "instructions": INSTRUCTIONS,
+        }
+
+    def _discover(self, params: dict[str, Any], event: APIGatewayProxyEvent, context: Any) -> dict[str, Any]:
+        """The 2026-07-28 era's opening: what opslake speaks and offers (no state is kept)."""
+        return {
+            "supportedVersions": list(rpc.MODERN_VERSIONS),
+            "capabilities": CAPABILITIES,
+            "instructions": INSTRUCTIONS,
+            "_meta": {modern_era.SERVER_INFO_META: SERVER_INFO},
         }
 
     def _call_tool(self, params: dict[str, Any], event: APIGatewayProxyEvent, context: Any) -> dict[str, Any]:
