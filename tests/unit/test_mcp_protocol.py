@@ -677,3 +677,15 @@ def test_modern_requests_carry_their_envelope(world: World, params: dict[str, An
     )
     assert status == 400
     assert _wire(t.JSONRPCError, body).error.code == code
+
+
+def test_header_names_are_case_insensitive(world: World) -> None:
+    message = {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    status, body, _ = world.post(
+        message, headers={"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+    )
+    assert status == 200, body
+    status, body, _ = world.post(
+        {"jsonrpc": "2.0", "id": 6, "method": "ping"}, headers={"MCP-PROTOCOL-VERSION": "1999-01-01"}
+    )
+    assert (status, body["error"]["code"]) == (400, t.UNSUPPORTED_PROTOCOL_VERSION)

@@ -13,8 +13,6 @@ from typing import Any
 #: The handshake-era versions (``initialize`` first): a client's is echoed, any other gets the latest.
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_VERSION = HANDSHAKE_VERSIONS[-1]
-#: What a request without ``MCP-Protocol-Version`` is taken to speak (the spec's default).
-HEADERLESS_VERSION = "2025-03-26"
 VERSION_HEADER = "mcp-protocol-version"
 
 PARSE_ERROR = -32700
@@ -33,7 +31,8 @@ MODERN_VERSIONS = ("2026-07-28",)
 
 #: The HTTP status of each JSON-RPC error. Transport-level refusals (the POST is not one JSON-RPC
 #: request opslake can read, or names a version it does not speak) are 4xx; an error answering a
-#: well-formed request rides on 200, like its result would; an unexpected failure is a 500.
+#: well-formed request rides on 200, like its result would; an unexpected failure is a 500. (The
+#: handshake era's statuses; :data:`opslake.tools.mcp.modern.HTTP_STATUS` has the 2026-07-28 era's.)
 HTTP_STATUS = {
     PARSE_ERROR: 400,
     INVALID_REQUEST: 400,
