@@ -339,6 +339,9 @@ def ask(
     shown = ask_prompts.prompt_rows(result["rows"])
     # rows left out (by the query's row cap or the prompt's size) make the rows a sample, not all
     truncated = bool(result["truncated"]) or len(shown) < len(result["rows"])
+    facts = grounding.sql_facts(sql)
+    # rows that fill the query's own LIMIT may be the first of many: their count is no fact either
+    limited = truncated or (facts.limit is not None and len(result["rows"]) >= facts.limit)
     run.tried.append(Attempt(sql=sql, row_count=len(result["rows"])))
     sources = Sources(
         sql=sql,
@@ -361,10 +364,11 @@ def ask(
             reason="the query returned no rows",
         )
 
+    # The question is not evidence: a name or number only the question holds ("is it Bob, with
+    # 900?") is what the caller supposes, not what the lake says; what the query filtered on is in
+    # the SQL's facts.
     evidence = grounding.Evidence.of(
-        shown,
-        texts=[request.question, sql, *columns, *names],
-        row_count=None if truncated else len(shown),
+        shown, texts=[*facts.texts, *columns, *names], row_count=None if limited else len(shown)
     )
     unsupported: list[str] = []
     checked: grounding.Grounding | None = None
@@ -373,7 +377,7 @@ def ask(
             break
         draft = run.call(
             ask_prompts.answer_messages(
-                request.question, sql, columns, shown, truncated=truncated, unsupported=unsupported
+                request.question, sql, columns, shown, truncated=limited, unsupported=unsupported
             ),
             AskDraft,
             "answer",

@@ -1,28 +1,35 @@
 """The grounding check of ``POST /ask``: every fact an answer states must be in what it was made from.
 
-An answer is *grounded* when each of these, found in its text, is supported by the evidence (the
-rows the model was shown, their column names, the tables, the question and the SQL that ran):
+An answer is *grounded* when each of these, found in its text (NFKC-normalized: a ``²`` is a 2), is
+supported by the evidence (the rows the model was shown, their column names, the catalog's table and
+column names, and the :func:`sql_facts` of the SQL that ran — never the question: a name or number
+only the question holds is what the caller supposes, not what the lake says):
 
-* **numbers** (``1,234``, ``1234.0``, ``4.57``, ``45%``, ``$38``, the parts of ``2026-11-21``):
-  supported when a number of the evidence has the same value, or rounds to it at the precision the
-  answer writes it with (``4.5678`` supports ``4.57`` and ``5``), or — written as a percentage —
-  when a ratio of the evidence times 100 does (``0.45`` supports ``45%``). The number of rows
-  shown supports itself unless the rows were cut short. Nothing else: a sum, average or
-  difference the model worked out is *not* supported (the plan must compute it in SQL);
+* **numbers** (``1,234``, ``4 000``, ``1.000.000``, ``1234.0``, ``4.57``, ``-5``, ``45%``, ``$38``,
+  ``4 million``, spelled-out ``twenty-one``, the parts of ``2026-11-21``): supported when a number
+  of the evidence has the same value (sign and scale word included: 4 does not support "-4" or
+  "4 million"), or rounds to it at the precision the answer writes it with (``4.5678`` supports
+  ``4.57`` and ``5``; nothing but 0 supports ``0``), or — written as a percentage — when a ratio of
+  the evidence times 100 does (``0.45`` supports ``45%``). The number of rows shown supports itself
+  unless the rows were cut short (by the row cap, the prompt's size, or the query's own ``LIMIT``).
+  Nothing else: a sum, average or difference the model worked out is *not* supported (the plan
+  must compute it in SQL), nor a number of the SQL that only shapes the result (``LIMIT 5``);
 * **names**: a capitalized word inside a sentence, and any word mixing letters and digits
   (``W00042``, ``D1.1``), must be a word of the evidence (case-insensitive; a plural ``s`` may be
   dropped). A capitalized dictionary word that starts a sentence is not checked (it is most likely
   just the sentence's first word), nor are month and weekday names and a few acronyms;
 * **quoted strings** (``'…'``, ``"…"``, `````…`````, ``“…”``): must appear in the evidence text.
 
-Limits, by design: words are checked one by one (two real names may be combined), spelled-out
-numbers ("three") and claims without a number or a name ("most", "all of them") are not checked,
-and a number that happens to appear anywhere in the evidence passes wherever it is used.
+Limits, by design: words are checked one by one (two real names may be combined), a lone "one" and
+claims without a number or a name ("most", "all of them", "a dozen") are not checked, and a number
+that appears anywhere in the evidence passes wherever it is used — so rows holding many numbers
+(``SELECT *`` over 50 rows) support many claims; ``sources`` is there to be read.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -31,7 +38,26 @@ from typing import Any
 from opslake.analysis.fence import english_words
 
 MAX_REPORTED = 10
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(\s?%|\s?percent\b)?(?![\w])")
+#: A number as written: an optional sign (not the hyphen of 2026-11-21), digits with "," or " " or
+#: dotted thousands, a fraction, then a percent sign or a scale word (4 million is not 4).
+_NUMBER = re.compile(
+    r"(?<![\w.])(?P<sign>(?<![\w.\-−])[-−](?=\d))?"
+    r"(?P<digits>\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+(?![\d.,])|\d{1,3}(?:\.\d{3}){2,}|\d+)"
+    r"(?P<decimals>\.\d+)?"
+    r"(?P<suffix>\s?%|\s?percent\b|\s(?:thousand|million|billion|trillion)\b)?(?![\w]|\.\d)",
+    re.IGNORECASE,
+)
+_SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_SMALL_WORDS = [
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+]  # fmt: skip
+_TENS_WORDS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_NUMBER_WORD = "|".join([*_SMALL_WORDS, *_TENS_WORDS, "hundred", *_SCALES])
+#: A spelled-out number: "four", "twenty-one", "four thousand", "one hundred and five".
+_SPELLED = re.compile(
+    rf"(?<![\w-])(?:{_NUMBER_WORD})(?:(?:\s+and)?[\s-]+(?:{_NUMBER_WORD}))*(?![\w-])", re.IGNORECASE
+)
 _WORD = re.compile(r"[^\W_](?:[\w'’.-]*[^\W_])?")
 _QUOTED = re.compile(
     r"\"([^\"\n]{1,200})\"|“([^”\n]{1,200})”|`([^`\n]{1,200})`|(?<!\w)'([^'\n]{1,200})'(?!\w)"
@@ -65,16 +91,16 @@ class Evidence:
         """The evidence of ``rows`` (cells as JSON values), extra ``texts`` (question, SQL, column and
         table names) and, when the rows are all there are, their count."""
         numbers: set[Decimal] = set()
-        pieces: list[str] = list(texts)
+        pieces: list[str] = [normalize(t) for t in texts]
         for row in rows:
             for cell in row:
                 _collect(cell, numbers, pieces)
         for piece in pieces:
             # standalone numbers only (not the 42 of W00042); an ISO timestamp's T separates two
             for match in _NUMBER.finditer(_ISO_T.sub(" ", piece)):
-                value = _decimal(match.group(1) + (match.group(2) or ""))
+                value = _value(match)
                 if value is not None:
-                    numbers.add(value)
+                    numbers.update((value, abs(value)))
         if row_count is not None:
             numbers.add(Decimal(row_count))
         text = "\n".join(pieces).casefold()
@@ -89,8 +115,8 @@ def _collect(cell: Any, numbers: set[Decimal], pieces: list[str]) -> None:
         return
     if isinstance(cell, int | float):
         value = _decimal(repr(cell))
-        if value is not None:
-            numbers.add(abs(value))
+        if value is not None:  # -5 supports "-5" and "fell by 5"; 5 never supports "-5"
+            numbers.update((value, abs(value)))
         pieces.append(str(cell))
     elif isinstance(cell, dict):
         for key, value in cell.items():
@@ -100,7 +126,88 @@ def _collect(cell: Any, numbers: set[Decimal], pieces: list[str]) -> None:
         for value in cell:
             _collect(value, numbers, pieces)
     else:
-        pieces.append(str(cell))
+        pieces.append(normalize(str(cell)))
+
+
+def normalize(text: str) -> str:
+    """``text`` in NFKC form (a superscript ² or a full-width ２ is a 2, a no-break space a space)."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def _value(match: re.Match[str]) -> Decimal | None:
+    """The value of a :data:`_NUMBER` match, sign and scale word included."""
+    digits = match["digits"]
+    if "." in digits:  # 1.000.000 (the pattern takes dots only as two or more thousands groups)
+        digits = digits.replace(".", "")
+    value = _decimal(digits.replace(" ", "") + (match["decimals"] or ""))
+    if value is None:
+        return None
+    scale = _SCALES.get((match["suffix"] or "").strip().casefold())
+    if scale:
+        value = value.scaleb(scale)
+    return -value if match["sign"] else value
+
+
+def spelled_value(words: str) -> Decimal | None:
+    """The value of a spelled-out number ("twenty-one", "four thousand"); None for a lone "one"
+    (mostly a pronoun: "one of them")."""
+    parts = [w for w in re.split(r"[\s-]+", words.casefold()) if w and w != "and"]
+    if parts == ["one"]:
+        return None
+    total, current = 0, 0
+    for part in parts:
+        if part in _SMALL_WORDS:
+            current += _SMALL_WORDS.index(part)
+        elif part in _TENS_WORDS:
+            current += 10 * (_TENS_WORDS.index(part) + 2)
+        elif part == "hundred":
+            current = max(current, 1) * 100
+        else:
+            total += max(current, 1) * 10 ** _SCALES[part]
+            current = 0
+    return Decimal(total + current)
+
+
+@dataclass(frozen=True)
+class SqlFacts:
+    """What the SQL that ran may support: its string literals, identifiers and filter values (the
+    numbers a WHERE, HAVING, IN or BETWEEN compares with), and its top-level ``LIMIT``."""
+
+    texts: list[str]
+    limit: int | None
+
+
+def sql_facts(sql: str) -> SqlFacts:
+    """The :class:`SqlFacts` of ``sql``. Numbers that only shape the result (``LIMIT 5``, the 2 of
+    ``round(x, 2)``, the 0.95 of ``approx_percentile``) are not facts about the lake, so a "5
+    workers" cannot rest on a ``LIMIT 5``. SQL sqlglot cannot parse supports nothing."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="athena")
+    except sqlglot.errors.SqlglotError:
+        return SqlFacts([], None)
+    comparisons = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Like)
+    texts: list[str] = []
+    for node in tree.walk():
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                texts.append(node.this)
+                continue
+            parent = node.parent
+            while isinstance(parent, exp.Neg | exp.Paren | exp.Cast | exp.Tuple):
+                parent = parent.parent
+            if isinstance(parent, comparisons):
+                texts.append(("-" if isinstance(node.parent, exp.Neg) else "") + node.sql())
+        elif isinstance(node, exp.Identifier):
+            texts.append(node.name)
+    limit = None
+    clause = tree.args.get("limit") if isinstance(tree, exp.Query) else None
+    count = clause.args.get("expression" if isinstance(clause, exp.Limit) else "count") if clause else None
+    if isinstance(count, exp.Literal) and count.is_int:
+        limit = int(count.this)
+    return SqlFacts(texts, limit)
 
 
 def _decimal(text: str) -> Decimal | None:
@@ -129,19 +236,21 @@ class Grounding:
         }
 
 
-def number_supported(written: str, decimals: str | None, percent: bool, evidence: Evidence) -> bool:
-    """Whether a number of the answer (digits as written, its fraction, a percent sign) is supported."""
-    value = _decimal(written + (decimals or ""))
-    if value is None:
-        return False
+def number_supported(
+    value: Decimal, places: int, percent: bool, evidence: Evidence, *, scale: int = 0
+) -> bool:
+    """Whether a number of the answer is supported: ``value`` (sign and scale applied), written with
+    ``places`` decimals (of the number before its scale word), maybe as a percentage."""
     if value in evidence.numbers:
         return True
-    places = len(decimals) - 1 if decimals else 0
     quantum = Decimal(1).scaleb(-places)
+    written = value.scaleb(-scale)
     for candidate in evidence.numbers:
-        if candidate.quantize(quantum, rounding=ROUND_HALF_UP) == value:
+        if written == 0 and candidate != 0:  # 0.4 rounds to 0, but "0 failures" is not what it says
+            continue
+        if candidate.scaleb(-scale).quantize(quantum, rounding=ROUND_HALF_UP) == written:
             return True
-        if percent and (candidate * 100).quantize(quantum, rounding=ROUND_HALF_UP) == value:
+        if percent and (candidate * 100).quantize(quantum, rounding=ROUND_HALF_UP) == written:
             return True
     return False
 
@@ -155,6 +264,7 @@ def _word_supported(word: str, evidence: Evidence) -> bool:
 
 def check(answer: str, evidence: Evidence) -> Grounding:
     """Check every number, name and quoted string of ``answer`` against ``evidence``."""
+    answer = normalize(answer)
     result = Grounding(grounded=True)
     unsupported: list[str] = []
     vocabulary = english_words()
@@ -198,10 +308,25 @@ def check(answer: str, evidence: Evidence) -> Grounding:
         before = answer[max(0, match.start() - 1) : match.start()]
         if before.isalpha():
             continue
+        spans.append(match.span())  # its scale word is not a spelled-out number of its own
         result.numbers += 1
-        written, decimals, percent = match.group(1), match.group(2), match.group(3)
-        if not number_supported(written, decimals, bool(percent), evidence):
+        value = _value(match)
+        suffix = (match["suffix"] or "").strip().casefold()
+        places = len(match["decimals"]) - 1 if match["decimals"] else 0
+        if value is None or not number_supported(
+            value, places, suffix in ("%", "percent"), evidence, scale=_SCALES.get(suffix, 0)
+        ):
             unsupported.append(match.group().strip())
+
+    for match in _SPELLED.finditer(answer):
+        if any(start <= match.start() < end or match.start() <= start < match.end() for start, end in spans):
+            continue
+        value = spelled_value(match.group())
+        if value is None:
+            continue
+        result.numbers += 1
+        if not number_supported(value, 0, False, evidence):
+            unsupported.append(match.group())
 
     result.unsupported = list(dict.fromkeys(unsupported))[:MAX_REPORTED]
     result.grounded = not unsupported
