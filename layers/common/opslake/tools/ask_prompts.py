@@ -22,6 +22,7 @@ from opslake.models.ops import truncate
 MAX_CELL_CHARS = 200
 MAX_QUESTION_CHARS = 500
 MAX_ERROR_CHARS = 600
+MAX_DESCRIPTION_CHARS = 300
 MAX_REASON_CHARS = 300
 MAX_ANSWER_CHARS = 1200
 #: The rows' share of the answer prompt (~6,000 tokens): later rows are left out, as if truncated.
@@ -111,12 +112,18 @@ def plan_messages(
     error: str | None = None,
 ) -> list[dict[str, str]]:
     """Ask for an :class:`~opslake.tools.ask.AskPlan`; with ``failed_sql`` and ``error``, a repair."""
-    data: dict[str, Any] = {"question": question_text(question), "catalog": list(catalog)}
+    # A Glue description and an engine error (which may quote a cell: "Could not convert string
+    # '…'") are text others wrote: untrusted(), as the rows are.
+    described = [
+        {**table, "description": untrusted(table.get("description"), MAX_DESCRIPTION_CHARS)}
+        for table in catalog
+    ]
+    data: dict[str, Any] = {"question": question_text(question), "catalog": described}
     task = "Write the SQL query that answers the question, using the catalog."
     if failed_sql is not None:
         data["previous_attempt"] = {
             "sql": truncate(failed_sql, 4000)[0],
-            "error": truncate(redact(error or ""), MAX_ERROR_CHARS)[0],
+            "error": untrusted(error or "", MAX_ERROR_CHARS),
         }
         task = "The previous query failed with the error in the data. Write a corrected query."
     return _messages(PLAN_SYSTEM_PROMPT.format(max_rows=max_rows), task, data)
