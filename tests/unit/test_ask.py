@@ -114,6 +114,9 @@ def test_the_check_counts_what_it_checked() -> None:
         (json.dumps({"question": "x" * 501}), "question: String should have at most 500 characters"),
         ('{"question": "q", "limit": 3}', "limit: Extra inputs are not permitted"),
         ('{"question": "q", "tables": []}', "tables: List should have at least 1 item"),
+        # invisible or punctuation-only questions would spend a model call on nothing
+        ('{"question": "\\u200b\\u200b"}', "question: Value error, the question has no letter or digit"),
+        ('{"question": "?!. \\u0000"}', "question: Value error, the question has no letter or digit"),
     ],
 )
 def test_a_bad_body_is_a_400_that_says_why(body: str, says: str) -> None:

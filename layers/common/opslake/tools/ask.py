@@ -75,6 +75,14 @@ class AskRequest(BaseModel):
         ),
     ] = None
 
+    @field_validator("question")
+    @classmethod
+    def _has_words(cls, value: str) -> str:
+        # "\u200b", "?!" or a NUL pass min_length but would spend a model call on nothing
+        if not any(c.isalnum() for c in value):
+            raise ValueError("the question has no letter or digit; ask it in words")
+        return value
+
     @field_validator("tables")
     @classmethod
     def _distinct(cls, value: list[str] | None) -> list[str] | None:
