@@ -479,3 +479,49 @@ def test_a_catalog_description_and_an_engine_error_that_speak_to_the_model_stay_
     assert data["previous_attempt"]["error"].startswith("[withheld")
     plain = plan_messages("q", [{**catalog[0], "description": "staffing workers"}], max_rows=50)
     assert data_of(plain)["catalog"][0]["description"] == "staffing workers"
+
+
+def _slow_model(now: list[float], step_s: float, *replies: Any) -> FakeModel:
+    class Slow(FakeModel):
+        def complete(
+            self, messages: list[dict[str, str]], answer_model: type[Any], *, timeout_s: float
+        ) -> Any:
+            now[0] += step_s
+            return super().complete(messages, answer_model, timeout_s=timeout_s)
+
+    return Slow(*replies)
+
+
+def test_rows_in_hand_are_returned_refused_when_no_time_is_left_to_regenerate() -> None:
+    # an ungrounded first answer with the budget spent: the rows are still the lake's answer, not a 503
+    now = [0.0]
+    model = _slow_model(now, 12.5, PLAN, AskDraft(answer="There are 42 welders."), AskDraft(answer="2"))
+    answer = ask(
+        AskRequest(question="q"),
+        tables=TABLES,
+        run_sql=runner(result(HOUSTON))[0],
+        model=model,
+        deadline=Deadline(total_s=25.0, clock=lambda: now[0]),
+    )
+    assert (answer.status, answer.model_calls, answer.queries) == ("refused", 2, 1)
+    assert answer.sources and answer.sources.rows == HOUSTON and answer.reason and "42" in answer.reason
+
+
+def test_a_failed_query_with_no_time_left_to_repair_says_what_was_tried() -> None:
+    now = [0.0]
+    model = _slow_model(now, 15.0, PLAN, PLAN)
+    error = SqlError("COLUMN_NOT_FOUND: Column 'town' cannot be resolved", code="sql_column_not_found")
+
+    def slow_query(sql: str, timeout_s: float) -> Any:
+        now[0] += 9.5  # the engine took its time to refuse
+        raise error
+
+    answer = ask(
+        AskRequest(question="q"),
+        tables=TABLES,
+        run_sql=slow_query,
+        model=model,
+        deadline=Deadline(total_s=25.0, clock=lambda: now[0]),
+    )
+    assert (answer.status, answer.model_calls, answer.queries) == ("cannot_answer", 1, 1)
+    assert answer.tried[0].error_type == "sql_column_not_found" and answer.reason and "time" in answer.reason

@@ -333,6 +333,12 @@ def ask(
                     grounded=True,
                     reason=f"the query failed ({exc.code}) and its repair did too; see tried",
                 )
+            if run.deadline.remaining() < MIN_STEP_S:  # what was tried beats a bare 503
+                return run.answer(
+                    "cannot_answer",
+                    grounded=True,
+                    reason=f"the query failed ({exc.code}) and no time was left to repair it; see tried",
+                )
             plan = run.call(
                 ask_prompts.plan_messages(
                     request.question, catalog, max_rows=MAX_ROWS, failed_sql=sql, error=exc.message
@@ -381,8 +387,8 @@ def ask(
     unsupported: list[str] = []
     checked: grounding.Grounding | None = None
     for _ in range(2):  # the answer, and once more with what it could not support
-        if run.calls >= MAX_MODEL_CALLS:
-            break
+        if run.calls >= MAX_MODEL_CALLS or (checked and run.deadline.remaining() < MIN_STEP_S):
+            break  # the rows in hand, refused below, beat a bare 503
         draft = run.call(
             ask_prompts.answer_messages(
                 request.question, sql, columns, shown, truncated=limited, unsupported=unsupported
