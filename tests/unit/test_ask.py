@@ -525,3 +525,20 @@ def test_a_failed_query_with_no_time_left_to_repair_says_what_was_tried() -> Non
     )
     assert (answer.status, answer.model_calls, answer.queries) == ("cannot_answer", 1, 1)
     assert answer.tried[0].error_type == "sql_column_not_found" and answer.reason and "time" in answer.reason
+
+
+@pytest.mark.parametrize(
+    ("sql", "row", "said"),
+    [
+        ("SELECT 900 AS workers FROM workers LIMIT 1", [900], "There are 900 workers."),
+        ("SELECT 'Bob Smith' AS top, count(*) AS n FROM workers", ["Bob Smith", 7], "The top is Bob Smith."),
+        ("SELECT CAST(-900 AS integer) AS n, city FROM workers", [-900, "Houston"], "Houston has -900."),
+    ],
+)
+def test_a_constant_the_sql_selects_is_not_the_lakes_fact(sql: str, row: list[Any], said: str) -> None:
+    # a column the query wrote itself (SELECT 900 AS workers FROM workers) is SELECT 42 with a FROM
+    answer, _ = _one_answer(sql, [row], said)
+    assert answer.status == "refused", answer.grounding
+    # a constant used as a label keeps the rest of the row as evidence
+    labelled, _ = _one_answer("SELECT 'welders' AS role, count(*) AS n FROM workers", [["welders", 7]], "7.")
+    assert labelled.status == "answered"

@@ -381,8 +381,9 @@ def ask(
     # The question is not evidence: a name or number only the question holds ("is it Bob, with
     # 900?") is what the caller supposes, not what the lake says; what the query filtered on is in
     # the SQL's facts.
+    lake_rows = [[c for i, c in enumerate(row) if i not in facts.constants] for row in shown]
     evidence = grounding.Evidence.of(
-        shown, texts=[*facts.texts, *columns, *names], row_count=None if limited else len(shown)
+        lake_rows, texts=[*facts.texts, *columns, *names], row_count=None if limited else len(shown)
     )
     unsupported: list[str] = []
     checked: grounding.Grounding | None = None

@@ -171,16 +171,19 @@ def spelled_value(words: str) -> Decimal | None:
 @dataclass(frozen=True)
 class SqlFacts:
     """What the SQL that ran may support: its string literals, identifiers and filter values (the
-    numbers a WHERE, HAVING, IN or BETWEEN compares with), and its top-level ``LIMIT``."""
+    numbers a WHERE, HAVING, IN or BETWEEN compares with), its top-level ``LIMIT``, and which result
+    columns are constants the query wrote itself (``SELECT 900 AS workers FROM workers``)."""
 
     texts: list[str]
     limit: int | None
+    constants: frozenset[int] = frozenset()
 
 
 def sql_facts(sql: str) -> SqlFacts:
     """The :class:`SqlFacts` of ``sql``. Numbers that only shape the result (``LIMIT 5``, the 2 of
     ``round(x, 2)``, the 0.95 of ``approx_percentile``) are not facts about the lake, so a "5
-    workers" cannot rest on a ``LIMIT 5``. SQL sqlglot cannot parse supports nothing."""
+    workers" cannot rest on a ``LIMIT 5``; nor is a constant column (it is ``SELECT 42`` with a
+    ``FROM``). SQL sqlglot cannot parse supports nothing."""
     import sqlglot
     from sqlglot import exp
 
@@ -188,17 +191,34 @@ def sql_facts(sql: str) -> SqlFacts:
         tree = sqlglot.parse_one(sql, read="athena")
     except sqlglot.errors.SqlglotError:
         return SqlFacts([], None)
+    wrappers = (exp.Alias, exp.Neg, exp.Paren, exp.Cast)
+
+    def constant(node: exp.Expression) -> bool:
+        while isinstance(node, wrappers):
+            node = node.this
+        return isinstance(node, exp.Literal | exp.Null | exp.Boolean)
+
+    projections = tree.expressions if isinstance(tree, exp.Select) else []
+    constants = (
+        frozenset(i for i, node in enumerate(projections) if constant(node))
+        if not any(isinstance(node, exp.Star) for node in projections)
+        else frozenset()
+    )
+    skipped = {id(projections[i]) for i in constants}
     comparisons = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Like)
     texts: list[str] = []
     for node in tree.walk():
         if isinstance(node, exp.Literal):
+            parent = node.parent
+            while isinstance(parent, exp.Neg | exp.Paren | exp.Cast | exp.Tuple | exp.Alias):
+                if id(parent) in skipped:
+                    break
+                parent = parent.parent
+            if id(node) in skipped or id(parent) in skipped:
+                continue
             if node.is_string:
                 texts.append(node.this)
-                continue
-            parent = node.parent
-            while isinstance(parent, exp.Neg | exp.Paren | exp.Cast | exp.Tuple):
-                parent = parent.parent
-            if isinstance(parent, comparisons):
+            elif isinstance(parent, comparisons):
                 texts.append(("-" if isinstance(node.parent, exp.Neg) else "") + node.sql())
         elif isinstance(node, exp.Identifier):
             texts.append(node.name)
@@ -207,7 +227,7 @@ def sql_facts(sql: str) -> SqlFacts:
     count = clause.args.get("expression" if isinstance(clause, exp.Limit) else "count") if clause else None
     if isinstance(count, exp.Literal) and count.is_int:
         limit = int(count.this)
-    return SqlFacts(texts, limit)
+    return SqlFacts(texts, limit, constants)
 
 
 def _decimal(text: str) -> Decimal | None:
