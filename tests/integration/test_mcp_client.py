@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -26,6 +27,8 @@ from opslake.models.tools import PlaybooksQuery, SqlRequest
 from opslake.tools.mcp.registry import BY_NAME, TOOLS
 from opslake_local.drain import Drainer
 from opslake_local.stack import LocalStack
+from tests.fake_llm import FakeLlm
+from tests.integration.conftest import local_stack
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +54,8 @@ SNAPSHOT = {
     ],
 }
 
-#: (tool, arguments, succeeds): each tool once succeeding and once failing. ``tables`` and ``model``
+#: (tool, arguments, succeeds): each tool once succeeding and once failing (the registry's every tool:
+#: a test below checks). ``tables`` and ``model``
 #: read no input, so no argument can make them fail (they ignore what they are sent, as their REST
 #: routes ignore a query string): they are called once, with an argument they ignore.
 CALLS: list[tuple[str, dict[str, Any], bool]] = [
@@ -61,6 +65,8 @@ CALLS: list[tuple[str, dict[str, Any], bool]] = [
     ("match", {"role": "welder", "need": "tig welding"}, False),  # no city or state
     ("search", {"q": "tig welder detroit", "limit": 3}, True),
     ("search", {"q": "   "}, False),
+    ("ask", {"question": "how many welders are in Detroit?", "tables": ["workers"]}, True),
+    ("ask", {"question": ""}, False),
     ("log", {"operation": "query workers", "approach": "filter on state first", "result": "lesson"}, True),
     ("log", {"operation": "query workers", "approach": "x", "result": "maybe"}, False),
     ("tables", {}, True),
@@ -74,6 +80,16 @@ CALLS: list[tuple[str, dict[str, Any], bool]] = [
     ("model", {}, True),
     ("model", {"ignored": True}, True),
 ]
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[Local]:
+    """conftest's local stack with a model for the ask tool (without one /ask is a 503 by design): a
+    fake that answers every question "the catalog cannot say" (one model call, a 200)."""
+    with FakeLlm() as llm:
+        llm.default = FakeLlm.answer({"answerable": False, "sql": "", "reason": "the catalog cannot say"})
+        with local_stack(OPSLAKE_LLM_BASE_URL=llm.base_url, OPSLAKE_LLM_MODEL=llm.model) as parts:
+            yield parts
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +152,7 @@ def test_the_sdk_client_calls_every_tool_and_the_lake_records_them_as_rest_calls
     assert outcome["server"].name == "opslake"
     tools = outcome["tools"]
     assert list(tools) == [tool.name for tool in TOOLS]
+    assert {name for name, _, _ in CALLS} == set(tools)
     assert tools["sql"].input_schema == SqlRequest.model_json_schema()
     assert tools["playbooks"].input_schema == PlaybooksQuery.model_json_schema()
 
@@ -166,7 +183,7 @@ def test_the_sdk_client_calls_every_tool_and_the_lake_records_them_as_rest_calls
         "/sql",
         json={
             "sql": "SELECT session_id, source, endpoint, success, error_type, attributes FROM ops "
-            f"WHERE session_id IN ('{MCP_SESSION}', '{REST_SESSION}') AND source <> 'agent_log'",
+            f"WHERE session_id IN ('{MCP_SESSION}', '{REST_SESSION}') AND source IN ('mcp', 'gateway')",
             "limit": 1000,
         },
         headers={"x-api-key": key},
