@@ -448,3 +448,23 @@ def test_invoke_an_unknown_function_names_the_known_ones(
 ) -> None:
     code, _, err = running.cli(capsys, "invoke", "NoSuchFunction")
     assert code == 2 and "no function 'NoSuchFunction'" in err and "AnalyzerFunction" in err
+
+
+def test_invoke_ask_uses_the_model_the_shell_names(
+    running: Running, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # /ask's 503 says to set OPSLAKE_LLM_BASE_URL and OPSLAKE_LLM_MODEL: locally that is the shell
+    # (the template's empty LlmBaseUrl/LlmModel defaults must not override it), as for opslake demo
+    from tests.fake_llm import FakeLlm
+
+    with FakeLlm() as llm:
+        llm.default = FakeLlm.answer({"answerable": False, "sql": "", "reason": "the catalog cannot say"})
+        monkeypatch.setenv("OPSLAKE_LLM_BASE_URL", llm.base_url)
+        monkeypatch.setenv("OPSLAKE_LLM_MODEL", llm.model)
+        code, out, err = running.cli(
+            capsys, "invoke", "AskFunction", "-e", str(ROOT / "events" / "ask_post.json")
+        )
+        assert code == 0, err
+        answer = json.loads(out)
+        assert answer["statusCode"] == 200, answer["body"]
+        assert json.loads(answer["body"])["status"] == "cannot_answer" and len(llm.completions) == 1

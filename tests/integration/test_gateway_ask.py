@@ -45,7 +45,8 @@ def test_without_a_model_ask_is_a_503_that_says_how_to_configure_one(
         **{k: v[-1] for k, v in (answer.get("multiValueHeaders") or {}).items()},
     }
     assert answer["statusCode"] == 503 and body["error"] == "ask_not_configured"
-    for name in ("LlmBaseUrl", "LlmModel", "OPSLAKE_LLM_BASE_URL", "OPSLAKE_LLM_MODEL", "POST /search"):
+    for name in ("LlmBaseUrl", "LlmModel", "OPSLAKE_LLM_BASE_URL", "OPSLAKE_LLM_MODEL", "POST /search",
+                 "opslake local up"):  # fmt: skip
         assert name in body["message"]
     assert headers["Retry-After"] == "3600"
     # a bad body is still a 400 that says why (checked before the model)

@@ -25,6 +25,14 @@ from opslake_local.cli.target import (
     state_path,
 )
 
+
+def llm_parameters() -> tuple[dict[str, str], str | None]:
+    """The stack parameters of the model the shell names (see :func:`opslake_local.demo.llm_parameters`)."""
+    from opslake_local.demo import llm_parameters as from_environment
+
+    return from_environment()
+
+
 if TYPE_CHECKING:
     from opslake_local.stack import LocalStack
 
@@ -44,7 +52,12 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     data_dir = None if args.ephemeral else data_path(template, args.data_dir)
     if data_dir is None:
         print(EPHEMERAL_WARNING, file=sys.stderr, flush=True)
-    with _started(LocalStack(template, port=args.moto_port, data_dir=data_dir)) as stack:
+    # A model named in the shell (OPSLAKE_LLM_BASE_URL/MODEL) reaches the analyzer and POST /ask,
+    # as in opslake demo; else the template's empty defaults would override it.
+    parameters, _ = llm_parameters()
+    with _started(
+        LocalStack(template, port=args.moto_port, data_dir=data_dir, parameters=parameters)
+    ) as stack:
         invoker = stack.invoker()
         pool = ContainerPool(stack, args.containers) if args.containers > 0 else None
         api = LocalApi(stack, pool or invoker, access_log=True)
@@ -209,14 +222,14 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     try:
         if state is not None:
             print(f"(using the running local stack at {state['moto_endpoint']})", file=sys.stderr)
-            template = Template(template_path)
+            template = Template(template_path, parameters=llm_parameters()[0])
             for logical_id, url in state["queues"].items():
                 template.set_queue_url(logical_id, url)
             with stack_environment(state):
                 result = Invoker(template).invoke(args.function, event_for(template))
         else:
             print("(no local stack running: starting an ephemeral one; it keeps nothing)", file=sys.stderr)
-            with LocalStack(template_path) as stack:
+            with LocalStack(template_path, parameters=llm_parameters()[0]) as stack:
                 result = stack.invoker().invoke(args.function, event_for(stack.template))
     except FunctionError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -44,7 +44,8 @@ NOT_CONFIGURED = (
     "POST /ask needs a model and none is configured: deploy with the template parameters LlmBaseUrl "
     "(an OpenAI-compatible API, e.g. https://api.openai.com/v1) and LlmModel, plus LlmApiKeyParameter "
     "(an SSM SecureString holding the key) when the API needs a key — in the function's environment "
-    "OPSLAKE_LLM_BASE_URL, OPSLAKE_LLM_MODEL and OPSLAKE_LLM_API_KEY_PARAMETER. Until then, "
+    "OPSLAKE_LLM_BASE_URL, OPSLAKE_LLM_MODEL and OPSLAKE_LLM_API_KEY_PARAMETER (on the local stack: "
+    "export OPSLAKE_LLM_BASE_URL and OPSLAKE_LLM_MODEL before opslake local up). Until then, "
     "POST /search ranks rows without prose and POST /sql runs your own query."
 )
 #: Retry-After of a 503 that only an operator can end (no model, a spent quota).
