@@ -542,3 +542,17 @@ def test_a_constant_the_sql_selects_is_not_the_lakes_fact(sql: str, row: list[An
     # a constant used as a label keeps the rest of the row as evidence
     labelled, _ = _one_answer("SELECT 'welders' AS role, count(*) AS n FROM workers", [["welders", 7]], "7.")
     assert labelled.status == "answered"
+
+
+def test_a_row_wider_than_the_answer_prompt_is_a_plan_mistake_sent_to_the_repair() -> None:
+    # SELECT note AS a1, note AS a2, ... : one row of 400 cells of 200 characters was sent whole
+    wide = AskPlan(
+        answerable=True, sql="SELECT " + ", ".join(f"name AS a{i}" for i in range(400)), reason="r"
+    )
+    model = FakeModel(wide, PLAN, AskDraft(answer="W00042 is in Houston."))
+    run, seen = runner({**result([["x" * 300] * 400]), "columns": [{"name": f"a{i}"} for i in range(400)]},
+                       result(HOUSTON))  # fmt: skip
+    answer = ask(AskRequest(question="q"), tables=TABLES, run_sql=run, model=model)
+    assert answer.status == "answered" and len(seen) == 2
+    assert answer.tried[0].error_type == "ask_row_too_wide"
+    assert all(len(json.dumps(m)) < 40_000 for messages in model.seen for m in messages)

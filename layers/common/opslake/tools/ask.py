@@ -242,6 +242,17 @@ class _Run:
                 "the query reads no table: an answer must come from the rows of the catalog's tables",
                 code="ask_no_table",
             )
+        from opslake.tools.ask_prompts import MAX_ROWS_CHARS, row_chars
+
+        # prompt_rows keeps at least one row: one that alone outgrows the answer prompt (SELECT note
+        # AS a1, note AS a2, ...) would send it whole
+        width = row_chars(result["rows"][0]) if result["rows"] else 0
+        if width > MAX_ROWS_CHARS:
+            raise SqlError(
+                f"one row of the result is {width:,} characters as prompt data, more than the "
+                f"{MAX_ROWS_CHARS:,} an answer may read; select only the columns the question needs",
+                code="ask_row_too_wide",
+            )
         return result
 
     def answer(self, status: Status, **fields: Any) -> AskAnswer:

@@ -85,11 +85,20 @@ def prompt_rows(rows: Sequence[Sequence[Any]], *, max_chars: int = MAX_ROWS_CHAR
     size = 0
     for row in rows:
         cells = [prompt_cell(v) for v in row]
-        size += len(json.dumps(cells, ensure_ascii=False, default=str)) + 1
+        size += _size(cells)
         if shown and size > max_chars:
             break
         shown.append(cells)
     return shown
+
+
+def row_chars(row: Sequence[Any]) -> int:
+    """The characters ``row`` takes as prompt data (its cells as :func:`prompt_cell` gives them)."""
+    return _size([prompt_cell(v) for v in row])
+
+
+def _size(cells: list[Any]) -> int:
+    return len(json.dumps(cells, ensure_ascii=False, default=str)) + 1
 
 
 def question_text(question: str) -> str:
