@@ -59,6 +59,9 @@ bench: setup  ## benchmarks (not tests): figures go to bench/README.md
 	$(BIN)/python bench/bench_analyzer.py
 	$(BIN)/python bench/bench_compaction.py
 	$(BIN)/python bench/bench_consolidator.py
+	$(BIN)/python bench/bench_search.py
+	$(BIN)/python bench/bench_mcp.py
+	$(BIN)/python bench/bench_ask.py
 
 # sam build needs a python3.12 interpreter for the Lambda runtime. aws-sam-cli pins its own
 # dependencies, so it gets a venv of its own. On pyenv machines, expose 3.12 next to the default.
