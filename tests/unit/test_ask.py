@@ -556,3 +556,15 @@ def test_a_row_wider_than_the_answer_prompt_is_a_plan_mistake_sent_to_the_repair
     assert answer.status == "answered" and len(seen) == 2
     assert answer.tried[0].error_type == "ask_row_too_wide"
     assert all(len(json.dumps(m)) < 40_000 for messages in model.seen for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("status", "names"),
+    [(401, "LlmApiKeyParameter"), (403, "LlmApiKeyParameter"), (404, "LlmModel"), (400, "LlmModel")],
+)
+def test_a_refused_model_request_names_the_setting_to_fix(status: int, names: str) -> None:
+    from opslake.llm.errors import LlmRequestError
+    from opslake.tools.ask_model import model_error
+
+    error = model_error(LlmRequestError("refused", status=status), client=None, retry_after_s=5)  # type: ignore[arg-type]
+    assert error.status == 502 and names in error.message  # type: ignore[attr-defined]

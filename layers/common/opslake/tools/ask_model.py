@@ -91,8 +91,13 @@ def model_error(exc: LlmError, *, client: LlmClient, retry_after_s: int) -> Exce
         )
         unavailable.code = exc.error_type
         return unavailable
+    fix = (
+        "check the key (the SSM parameter LlmApiKeyParameter names, OPSLAKE_LLM_API_KEY_PARAMETER)"
+        if exc.status in (401, 403)
+        else "check LlmModel (OPSLAKE_LLM_MODEL) and LlmBaseUrl"
+    )
     return LlmRefusedError(
-        f"the model endpoint refused the request: {exc.message}; check LlmModel and the API key",
+        f"the model endpoint refused the request: {exc.message}; {fix}",
         detail={"llm_error": exc.error_type, "status": exc.status},
     )
 
