@@ -233,6 +233,19 @@ def test_the_validated_parts_match_the_template_and_the_tools() -> None:
     assert set(AskRequest.model_fields) <= set(TOOL_FIELDS)
 
 
+def test_every_mcp_tools_input_field_is_a_known_name() -> None:
+    """Each tool's input (the REST body, query or path, and the MCP inputSchema) names fields a
+    grounded lesson may cite, e.g. "pass entry_id to /playbooks": an unknown one would be refused
+    as naming no validated part."""
+    from opslake.analysis.fence import PLACEHOLDERS
+    from opslake.tools.mcp.registry import TOOLS
+
+    fields = {name for tool in TOOLS for name in tool.input_schema().get("properties", {})}
+    assert fields - set(TOOL_FIELDS) - set(PLACEHOLDERS) == set()
+    known = default_known()
+    assert all(known.knows(name) for name in fields)
+
+
 def test_the_vocabulary_is_english_without_nearby_languages_function_words() -> None:
     words = english_words()
     assert 40_000 < len(words) < 60_000

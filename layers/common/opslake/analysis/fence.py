@@ -65,11 +65,12 @@ CATALOG = {
         "placement_id", "worker_id", "client", "role", "city", "state", "start_date", "end_date", "status",
     ),
 }  # fmt: skip
-#: Request fields of the tools' schemas (``POST /match``, ``/sql``, ``/log``, ``/search``, ``/ask``, ``/events``).
+#: Request fields of the tools' schemas (``POST /match``, ``/sql``, ``/log``, ``/search``, ``/ask``, ``/events``,
+#: ``GET /playbooks``; a unit test checks every MCP tool's input against it).
 TOOL_FIELDS = (
     "role", "state", "city", "need", "count", "skills", "certifications", "availability",
     "min_rating", "max_rate", "sql", "limit", "operation", "approach", "result", "context",
-    "task_class", "endpoint", "hours", "ops", "q", "sources", "question", "tables",
+    "task_class", "endpoint", "hours", "ops", "q", "sources", "question", "tables", "op_id", "entry_id",
 )  # fmt: skip
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 #: The normalizer's placeholders (``<num>``, ``<str>``, shown as ``{num}``) and route parameters.
