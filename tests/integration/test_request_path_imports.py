@@ -42,3 +42,57 @@ def test_request_path_handler_imports_nothing_heavy(handler: Path) -> None:
         [sys.executable, "-c", PROBE, str(handler)], capture_output=True, text=True, env=env, check=True
     )
     assert result.stdout.strip() == "", f"{handler.name} imports {result.stdout.strip()}"
+
+
+#: POST /mcp's messages that reach no tool: they must not pay for any tool's engine or guard.
+MCP_PROBE = """
+import importlib.util, json, sys
+from types import SimpleNamespace
+spec = importlib.util.spec_from_file_location("handler_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+event = json.load(open(sys.argv[2]))
+event["headers"] = {k: v for k, v in event["headers"].items() if k.lower() != "mcp-protocol-version"}
+context = SimpleNamespace(function_name="mcp", memory_limit_in_mb=512, aws_request_id="r",
+                          invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:mcp")
+statuses = []
+for message in (
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+     "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+):
+    answer = module.handler({**event, "body": json.dumps(message)}, context)
+    statuses.append(str(answer["statusCode"]) + ("" if '"result"' in answer["body"] else " no result"))
+heavy = ("pyarrow", "duckdb", "sqlglot", "moto", "opslake_local", "httpx", "opslake.analysis", "opslake.llm")
+print("MCP_PROBE " + ";".join(statuses) + "|" + ",".join(sorted(n for n in heavy if n in sys.modules)))
+"""
+
+
+def test_mcp_initialize_and_tools_list_import_no_tools_engine_guard_or_model_client() -> None:
+    """tools/list builds every tool's schema from its pydantic model (opslake.models.tools, the
+    tools' model modules): importing those must not pull in a handler's engine, the SQL guard
+    (sqlglot), /ask's prompts and grounding check (opslake.analysis) or its model client."""
+    env = {
+        **os.environ,
+        "OPSLAKE_OPS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/ops",
+        "OPSLAKE_LAKE_BUCKET": "lake",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+        "POWERTOOLS_METRICS_DISABLED": "1",
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MCP_PROBE,
+            str(ROOT / "functions/gateway/mcp.py"),
+            str(ROOT / "events/mcp_post.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("MCP_PROBE ")]
+    assert line == "MCP_PROBE 200;200|", line
