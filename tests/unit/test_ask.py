@@ -568,3 +568,12 @@ def test_a_refused_model_request_names_the_setting_to_fix(status: int, names: st
 
     error = model_error(LlmRequestError("refused", status=status), client=None, retry_after_s=5)  # type: ignore[arg-type]
     assert error.status == 502 and names in error.message  # type: ignore[attr-defined]
+
+
+def test_a_number_only_a_column_name_holds_supports_nothing() -> None:
+    # an alias is the model's own words: SELECT count(*) AS "900 workers" made "900" evidence
+    answer, _ = _one_answer('SELECT count(*) AS "900 workers" FROM workers', [[7]], "There are 900 workers.")
+    assert answer.status == "refused" and answer.grounding and answer.grounding["unsupported"] == ["900"]
+    # its words still are the evidence's: a column name may be named
+    assert check("The Rating column says 4.", Evidence.of([[4]], names=["rating"])).grounded
+    assert not check("There are 7 ratings.", Evidence.of([[4]], names=["rating 7"])).grounded

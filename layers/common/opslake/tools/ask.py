@@ -394,7 +394,10 @@ def ask(
     # the SQL's facts.
     lake_rows = [[c for i, c in enumerate(row) if i not in facts.constants] for row in shown]
     evidence = grounding.Evidence.of(
-        lake_rows, texts=[*facts.texts, *columns, *names], row_count=None if limited else len(shown)
+        lake_rows,
+        texts=facts.texts,
+        names=[*facts.identifiers, *columns, *names],
+        row_count=None if limited else len(shown),
     )
     unsupported: list[str] = []
     checked: grounding.Grounding | None = None

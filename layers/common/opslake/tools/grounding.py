@@ -1,9 +1,10 @@
 """The grounding check of ``POST /ask``: every fact an answer states must be in what it was made from.
 
 An answer is *grounded* when each of these, found in its text (NFKC-normalized: a ``²`` is a 2), is
-supported by the evidence (the rows the model was shown, their column names, the catalog's table and
-column names, and the :func:`sql_facts` of the SQL that ran — never the question: a name or number
-only the question holds is what the caller supposes, not what the lake says):
+supported by the evidence (the rows the model was shown, the :func:`sql_facts` of the SQL that ran,
+and the words — not the numbers — of the result's, the SQL's and the catalog's table and column
+names; never the question: a name or number only the question holds is what the caller supposes,
+not what the lake says):
 
 * **numbers** (``1,234``, ``4 000``, ``1.000.000``, ``1234.0``, ``4.57``, ``-5``, ``45%``, ``$38``,
   ``4 million``, spelled-out ``twenty-one``, the parts of ``2026-11-21``): supported when a number
@@ -86,10 +87,12 @@ class Evidence:
         rows: Sequence[Sequence[Any]],
         *,
         texts: Iterable[str] = (),
+        names: Iterable[str] = (),
         row_count: int | None = None,
     ) -> Evidence:
-        """The evidence of ``rows`` (cells as JSON values), extra ``texts`` (question, SQL, column and
-        table names) and, when the rows are all there are, their count."""
+        """The evidence of ``rows`` (cells as JSON values), extra ``texts`` (the SQL's literals),
+        ``names`` (table and column names: their words count, their numbers do not — an alias such
+        as "900 workers" is the model's own words) and, when the rows are all there are, their count."""
         numbers: set[Decimal] = set()
         pieces: list[str] = [normalize(t) for t in texts]
         for row in rows:
@@ -103,7 +106,7 @@ class Evidence:
                     numbers.update((value, abs(value)))
         if row_count is not None:
             numbers.add(Decimal(row_count))
-        text = "\n".join(pieces).casefold()
+        text = "\n".join([*pieces, *(normalize(n) for n in names)]).casefold()
         words = {w.casefold() for w in _WORD.findall(text)}
         # "d1.1" is one word of the answer but may be written "D1.1," or "(D1.1)" in the data
         words.update(part for w in list(words) for part in re.split(r"[.'’-]", w) if part)
@@ -177,6 +180,7 @@ class SqlFacts:
     texts: list[str]
     limit: int | None
     constants: frozenset[int] = frozenset()
+    identifiers: list[str] = field(default_factory=list)
 
 
 def sql_facts(sql: str) -> SqlFacts:
@@ -207,6 +211,7 @@ def sql_facts(sql: str) -> SqlFacts:
     skipped = {id(projections[i]) for i in constants}
     comparisons = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Like)
     texts: list[str] = []
+    identifiers: list[str] = []
     for node in tree.walk():
         if isinstance(node, exp.Literal):
             parent = node.parent
@@ -221,13 +226,13 @@ def sql_facts(sql: str) -> SqlFacts:
             elif isinstance(parent, comparisons):
                 texts.append(("-" if isinstance(node.parent, exp.Neg) else "") + node.sql())
         elif isinstance(node, exp.Identifier):
-            texts.append(node.name)
+            identifiers.append(node.name)
     limit = None
     clause = tree.args.get("limit") if isinstance(tree, exp.Query) else None
     count = clause.args.get("expression" if isinstance(clause, exp.Limit) else "count") if clause else None
     if isinstance(count, exp.Literal) and count.is_int:
         limit = int(count.this)
-    return SqlFacts(texts, limit, constants)
+    return SqlFacts(texts, limit, constants, identifiers)
 
 
 def _decimal(text: str) -> Decimal | None:
