@@ -98,6 +98,10 @@ class World:
                 raise SqlRejectedError("DROP statements are not allowed; only one read-only query")
             if body.sql == "busy":
                 raise ServiceUnavailableError("the engine is busy; retry", retry_after_s=7)
+            if body.sql.startswith("big "):  # "big <rows>": short strings, the JSON's worst case for size
+                rows = [[f"w{i:05d}", "ca", "ok"] for i in range(int(body.sql.split()[1]))]
+                summarize(app, f"{len(rows)} rows")
+                return {"columns": [{"name": c, "type": "varchar"} for c in "abc"], "rows": rows}
             summarize(app, "1 rows")
             return {"columns": [{"name": "n", "type": "bigint"}], "rows": [[1]], "row_count": 1}
 
@@ -492,6 +496,59 @@ def test_a_call_that_reaches_no_tool_is_a_32602_and_an_mcp_record(
     )
     assert record.error == error.error.message
     assert world.loaded == []
+
+
+def _lambda_response_bytes(world: World, sql: str) -> tuple[int, Any]:
+    """The size of the /mcp answer to a ``sql`` call as Lambda carries it (the proxy answer's JSON,
+    whose ``body`` is the JSON-RPC text once more escaped), and the JSON-RPC body."""
+    event = api_event("POST", "/mcp", json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "sql", "arguments": {"sql": sql}}}
+    ), key_id="key-123")  # fmt: skip
+    event["headers"] = {"Content-Type": "application/json", "mcp-protocol-version": V}
+    app = create_resolver()
+
+    @app.post("/mcp")
+    def mcp() -> Any:
+        return world.server.handle(app.current_event, None)
+
+    answer = app.resolve(event, None)
+    return len(json.dumps(answer)), json.loads(answer["body"])
+
+
+#: Lambda refuses a response payload over 6 MB (API Gateway then answers the agent 502).
+LAMBDA_RESPONSE_MAX = 6 * 1024 * 1024
+
+
+def test_a_large_answer_the_rest_route_sends_fits_lambdas_limit_as_text_alone(world: World) -> None:
+    """A REST answer well inside /sql's own 5 MB budget doubled (text and structuredContent, the
+    text escaped twice) past Lambda's 6 MB: the agent got API Gateway's 502 for a query REST answers."""
+    rest = world.rest("sql", "POST", "/sql", body=json.dumps({"sql": "big 100000"}))
+    assert 2_000_000 < len(rest["body"]) < 2_500_000  # within the REST budget (sql.MAX_ANSWER_BYTES)
+    size, body = _lambda_response_bytes(world, "big 100000")
+    assert size <= LAMBDA_RESPONSE_MAX
+    result = _wire(t.CallToolResult, body["result"])
+    assert result.is_error is False and result.structured_content is None  # optional without outputSchema
+    assert json.loads(body["result"]["content"][0]["text"]) == json.loads(rest["body"])
+
+
+def test_an_answer_too_large_for_mcp_is_an_error_saying_how_to_ask_for_less(world: World) -> None:
+    from opslake.tools.sql import MAX_ANSWER_BYTES, answer_bytes
+
+    rest = world.rest("sql", "POST", "/sql", body=json.dumps({"sql": "big 180000"}))
+    assert answer_bytes(json.loads(rest["body"])) <= MAX_ANSWER_BYTES  # REST sends it
+    size, body = _lambda_response_bytes(world, "big 180000")
+    assert size <= LAMBDA_RESPONSE_MAX
+    result = _wire(t.CallToolResult, body["result"])
+    assert result.is_error is True
+    assert body["result"]["structuredContent"]["error"] == "mcp_answer_too_large"
+    assert "limit" in body["result"]["content"][0]["text"]
+    assert body["result"]["content"][0]["text"] == body["result"]["structuredContent"]["message"]
+
+
+def test_a_small_answer_keeps_text_and_structured_content(world: World) -> None:
+    _, body = _lambda_response_bytes(world, "big 10")
+    assert body["result"]["structuredContent"]["rows"][9] == ["w00009", "ca", "ok"]
+    assert json.loads(body["result"]["content"][0]["text"]) == body["result"]["structuredContent"]
 
 
 # ---- playbook entries as resources -----------------------------------------------------------------

@@ -18,6 +18,14 @@ from urllib.parse import quote
 from opslake.ingest.observe import MCP_TRANSPORT, TRANSPORT_MARKER
 from opslake.tools.mcp.registry import ToolSpec
 
+#: Lambda refuses a response payload over 6 MB (API Gateway then answers 502, and the agent learns
+#: nothing). A tool result, as it travels (its JSON inside the JSON-RPC body, that body escaped once
+#: more as the proxy answer's ``body`` string), must stay below this, with room for the envelope.
+MAX_RESULT_BYTES = 6 * 1024 * 1024 - 64 * 1024
+#: Most bytes one character of a REST answer can become in the carried result (text and
+#: structuredContent, each escaped): an answer shorter than the budget over this is not measured.
+_WORST_GROWTH = 8
+
 #: Headers of the MCP envelope that do not describe the tool's request (its length and encoding,
 #: the MCP version, a cache validator the agent never sent for the tool).
 _DROPPED_HEADERS = frozenset(
@@ -104,10 +112,40 @@ def rest_answer(answer: dict[str, Any]) -> tuple[int, str, Any, dict[str, str]]:
     return status, text, payload, headers
 
 
-def tool_result(answer: dict[str, Any]) -> dict[str, Any]:
+def carried_bytes(value: Any) -> int:
+    """The bytes ``value`` takes inside Lambda's response: serialized as the answer is, then counted
+    once more as the proxy answer's ``body`` string (every quote and backslash gains a backslash)."""
+    text = json.dumps(value, separators=(",", ":"), default=str)
+    return len(text) + text.count('"') + text.count("\\")
+
+
+def too_large(name: str, size: int) -> dict[str, Any]:
+    """The ``isError`` result of an answer MCP cannot carry back through Lambda."""
+    error = {
+        "error": "mcp_answer_too_large",
+        "message": (
+            f"the {name} answer is {size:,} bytes as MCP carries it (its JSON inside the JSON-RPC "
+            f"answer), more than the {MAX_RESULT_BYTES:,} bytes a Lambda answer may have; ask for "
+            "less: a smaller limit, fewer columns, an aggregate (GROUP BY, count), or a WHERE that pages"
+        ),
+        "detail": {"answer_bytes": size, "max_answer_bytes": MAX_RESULT_BYTES},
+    }
+    return {
+        "content": [{"type": "text", "text": error["message"]}],
+        "structuredContent": error,
+        "isError": True,
+    }
+
+
+def tool_result(answer: dict[str, Any], name: str = "tool's") -> dict[str, Any]:
     """A REST answer as a ``CallToolResult``: on success the JSON as text and as
     ``structuredContent``; a 4xx/5xx is ``isError`` with the REST ``message`` as its text and the
-    REST error body (plus ``retry_after_s`` from ``Retry-After``) as ``structuredContent``."""
+    REST error body (plus ``retry_after_s`` from ``Retry-After``) as ``structuredContent``.
+
+    A success too large for Lambda's 6 MB answer that way (the JSON twice, the text escaped twice)
+    keeps only the text (``structuredContent`` is optional for a tool without ``outputSchema``);
+    one too large even so is ``isError`` ``mcp_answer_too_large``, saying how to ask for less (the
+    tool's op record still says what the route answered: the route never saw the limit)."""
     status, text, payload, headers = rest_answer(answer)
     if status >= 400:
         error = payload if isinstance(payload, dict) else {"error": f"http_{status}", "message": text}
@@ -117,8 +155,13 @@ def tool_result(answer: dict[str, Any]) -> dict[str, Any]:
             error = {**error, "retry_after_s": int(headers["retry-after"])}
         return {"content": [{"type": "text", "text": message}], "structuredContent": error, "isError": True}
     structured = payload if isinstance(payload, dict) else {"result": payload}
-    return {
-        "content": [{"type": "text", "text": text or json.dumps(structured)}],
-        "structuredContent": structured,
-        "isError": False,
-    }
+    content = [{"type": "text", "text": text or json.dumps(structured)}]
+    result = {"content": content, "structuredContent": structured, "isError": False}
+    if (
+        len(content[0]["text"]) * _WORST_GROWTH < MAX_RESULT_BYTES
+        or carried_bytes(result) <= MAX_RESULT_BYTES
+    ):
+        return result
+    result = {"content": content, "isError": False}
+    size = carried_bytes(result)
+    return result if size <= MAX_RESULT_BYTES else too_large(name, size)

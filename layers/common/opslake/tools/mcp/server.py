@@ -199,7 +199,9 @@ class McpServer:
             message = f"tools/call arguments must be an object (the {tool.name} tool's inputSchema)"
             self._refuse(event, context, "mcp_invalid_params", message, params)
             raise rpc.RpcError(rpc.INVALID_PARAMS, message)
-        return tool_result(self._resolve(tool, call_event(event.raw_event, tool, arguments), context))
+        return tool_result(
+            self._resolve(tool, call_event(event.raw_event, tool, arguments), context), tool.name
+        )
 
     def _resolve(self, tool: ToolSpec, rest_event: dict[str, Any], context: Any) -> dict[str, Any]:
         """The tool's own observed resolver's answer (plain ``resolve``: logging, tracing and
