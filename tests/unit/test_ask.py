@@ -577,3 +577,41 @@ def test_a_number_only_a_column_name_holds_supports_nothing() -> None:
     # its words still are the evidence's: a column name may be named
     assert check("The Rating column says 4.", Evidence.of([[4]], names=["rating"])).grounded
     assert not check("There are 7 ratings.", Evidence.of([[4]], names=["rating 7"])).grounded
+
+
+def test_calls_and_queries_stay_bounded_on_every_path() -> None:
+    # every sequence of 4 model replies (garbage, a plan, a draft the rows hold or not, a refusal
+    # to answer; a reply of the other schema is garbage too) against every sequence of 2 query
+    # outcomes: never more than 4 calls and 2 queries, and the answer counts them truly
+    import itertools
+
+    class Loose(FakeModel):
+        def complete(
+            self, messages: list[dict[str, str]], answer_model: type[Any], *, timeout_s: float
+        ) -> Any:
+            if self.replies and not isinstance(self.replies[0], answer_model | Exception):
+                self.replies[0] = InvalidModelAnswer("the other schema")
+            return super().complete(messages, answer_model, timeout_s=timeout_s)
+
+    replies = [
+        InvalidModelAnswer("prose"),
+        PLAN,
+        AskPlan(answerable=False, sql="", reason="no"),
+        AskDraft(answer="There are 99 welders."),
+        AskDraft(answer="W00042 is in Houston."),
+    ]
+    outcomes = [SqlError("SYNTAX_ERROR: nope", code="sql_syntax_error"), result(HOUSTON), result([])]
+    statuses = set()
+    for script in itertools.product(replies, repeat=MAX_MODEL_CALLS):
+        for queries in itertools.product(outcomes, repeat=MAX_QUERIES):
+            model = Loose(*script)
+            run, seen = runner(*queries)
+            try:
+                answer = ask(AskRequest(question="q"), tables=TABLES, run_sql=run, model=model)
+            except AskModelError:
+                statuses.add("502")
+            else:
+                statuses.add(answer.status)
+                assert (answer.model_calls, answer.queries) == (len(model.seen), len(seen))
+            assert len(model.seen) <= MAX_MODEL_CALLS and len(seen) <= MAX_QUERIES
+    assert statuses == {"answered", "refused", "no_rows", "cannot_answer", "502"}
