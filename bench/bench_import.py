@@ -43,6 +43,11 @@ HANDLERS = [
     "functions/gateway/model.py",
     "functions/gateway/tables.py",
     "functions/gateway/worker.py",
+    "functions/gateway/search.py",
+    # The MCP handler imports a tool's handler on its first call, /ask its prompts and guard on its
+    # first question: their import is the cold start the issue's ratio to /health is about.
+    "functions/gateway/mcp.py",
+    "functions/gateway/ask.py",
 ]
 LOADER = """
 import importlib.util, sys, time
