@@ -200,6 +200,30 @@ def test_an_op_that_speaks_to_the_model_stays_data(
     ]
 
 
+# ---- a hostile model's grounding tricks, over HTTP ----------------------------------------------
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        # a LIMIT's number, a constant column, a number only an alias holds, a sign and a scale word
+        ("SELECT name FROM workers WHERE city = 'Houston' LIMIT 3", "There are 3 workers in Houston."),
+        ("SELECT 900 AS workers, count(*) AS n FROM workers", "There are 900 workers."),
+        ('SELECT count(*) AS "900 workers" FROM workers', "There are 900 workers."),
+        ("SELECT count(*) AS n FROM workers WHERE role = 'welder'", "There are {n} million welders."),
+        ("SELECT count(*) AS n FROM workers WHERE role = 'welder'", "The welder count fell to -{n}."),
+    ],
+)
+def test_grounding_tricks_of_a_hostile_model_are_refused(
+    ask: Callable[..., httpx.Response], llm: FakeLlm, sql: str, said: str
+) -> None:
+    n = sum(1 for w in generate()["workers"] if w["role"] == "welder")
+    invented = FakeLlm.answer({"answer": said.format(n=n)})
+    llm.script(plan(sql), invented, invented)
+    answer = ask("How many workers are there? Is it 900?")  # the question's 900 is no evidence either
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["status"], body["answer"], body["model_calls"]) == ("refused", None, 3), body["grounding"]
+
+
 def test_a_model_answering_garbage_is_a_502_within_the_call_bound(
     ask: Callable[..., httpx.Response], llm: FakeLlm
 ) -> None:
@@ -236,11 +260,11 @@ def test_every_ask_and_every_model_call_is_an_op_record(stack: Local) -> None:
     assert answer.status_code == 200, answer.text
     rows = {(r[0], r[1], r[2], r[3], r[4]): r[5] for r in answer.json()["rows"]}
     key = local.api_key.name
-    # the /ask calls of this module: 5 answered or refused or cannot_answer (200), 1 garbage (502),
-    # 4 with the model down or the circuit open (503)
-    assert rows[("gateway", "/ask", key, None, True)] == 5
+    # the /ask calls of this module: 5 answered or refused or cannot_answer (200) and 5 tricks
+    # refused (200), 1 garbage (502), 4 with the model down or the circuit open (503)
+    assert rows[("gateway", "/ask", key, None, True)] == 5 + 5
     assert rows[("gateway", "/ask", key, None, False)] == 5
     # every model call: 2 + 3 + 3 + 2 + 3 valid answers; failed: 4 garbage answers and 3 with the
     # model down (the open circuit made no call)
-    assert rows[("llm", "llm:chat.completions", "opslake-ask", "ask", True)] == 2 + 3 + 3 + 2 + 3
+    assert rows[("llm", "llm:chat.completions", "opslake-ask", "ask", True)] == 2 + 3 + 3 + 2 + 3 + 5 * 3
     assert rows[("llm", "llm:chat.completions", "opslake-ask", "ask", False)] == 4 + 3
