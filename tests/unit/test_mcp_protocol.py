@@ -22,7 +22,7 @@ import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from opslake.errors import BadRequestError, ServiceUnavailableError, SqlRejectedError
+from opslake.errors import BadRequestError, NotFoundError, ServiceUnavailableError, SqlRejectedError
 from opslake.http.bodies import parse_body, parse_query, request_body
 from opslake.http.identity import KeyNameResolver
 from opslake.http.responses import create_resolver
@@ -73,7 +73,12 @@ class World:
         self.queue = MemoryQueue()
         self.loaded: list[str] = []
         self.snapshot: PlaybookSnapshot | None = PlaybookSnapshot.model_validate(SNAPSHOT)
-        self.modules = {"sql": self._sql(), "worker": self._worker(), "playbooks": self._playbooks()}
+        self.modules = {
+            "sql": self._sql(),
+            "worker": self._worker(),
+            "playbooks": self._playbooks(),
+            "tables": self._tables(),
+        }
         self.server = McpServer(self.load, refusal_app=self.observed)
 
     def observed(self) -> Any:
@@ -115,6 +120,23 @@ class World:
             found = validate_worker_id((app.current_event.path_parameters or {}).get("id", worker_id))
             summarize(app, f"worker {found}")
             return {"worker": {"worker_id": found}}
+
+        return SimpleNamespace(app=app)
+
+    def _tables(self) -> Any:
+        app = self.observed()
+
+        @app.get("/tables")
+        def tables() -> dict[str, Any]:
+            summarize(app, "1 tables")
+            return {"tables": [{"name": "workers"}]}
+
+        @app.get("/tables/<name>")
+        def table(name: str) -> dict[str, Any]:
+            if name != "workers":
+                raise NotFoundError(f"no table {name!r}; available tables: workers")
+            summarize(app, "table workers")
+            return {"name": "workers"}
 
         return SimpleNamespace(app=app)
 
@@ -407,9 +429,7 @@ def test_a_body_tool_call_is_the_rest_call_with_its_record(
     _same_but_source(rest_record, mcp_record)
 
 
-@pytest.mark.parametrize(
-    "arguments", [{"id": "W00042"}, {"id": "W1"}, {"id": 42}, {}, {"id": "W00042", "x": 1}]
-)
+@pytest.mark.parametrize("arguments", [{"id": "W00042"}, {"id": "W1"}, {"id": 42}, {"id": "W00042", "x": 1}])
 def test_a_path_tool_call_is_the_rest_call_with_its_record(world: World, arguments: dict[str, Any]) -> None:
     value = arguments.get("id", "")
     value = value if isinstance(value, str) else json.dumps(value)
@@ -495,6 +515,34 @@ def test_a_call_that_reaches_no_tool_is_a_32602_and_an_mcp_record(
         error_type,
     )
     assert record.error == error.error.message
+    assert world.loaded == []
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("worker", {}),
+        ("worker", {"id": ""}),
+        ("worker", {"id": None}),
+        ("table", {}),
+        ("table", {"name": ""}),
+    ],
+)
+def test_a_path_tool_call_without_its_parameter_is_a_32602_not_another_route(
+    world: World, name: str, arguments: dict[str, Any]
+) -> None:
+    """An empty path parameter made the path ``/tables/``, which the resolver answered as ``GET
+    /tables`` (the table list, recorded as a successful ``/tables/{name}``), or ``/worker/``, a 404
+    "no such route". No REST call is like it (API Gateway has no route for ``/worker/``): it is a
+    call that reaches no tool, answered and recorded as such."""
+    status, body = world.request("tools/call", {"name": name, "arguments": arguments}, id_=4)
+    assert status == 200
+    error = _wire(t.JSONRPCError, body)
+    assert error.error.code == t.INVALID_PARAMS
+    parameter = BY_NAME[name].path_parameters[0]
+    assert f"{parameter!r}" in error.error.message and name in error.error.message
+    (record,) = world.records()
+    assert (record.endpoint, record.source, record.error_type) == ("/mcp", "mcp", "mcp_invalid_params")
     assert world.loaded == []
 
 

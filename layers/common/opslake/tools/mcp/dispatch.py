@@ -84,7 +84,8 @@ def call_event(outer: dict[str, Any], tool: ToolSpec, arguments: dict[str, Any])
     if tool.arguments_as == "body":
         return synthesize(outer, method=tool.method, resource=tool.route, body=json.dumps(arguments))
     if tool.arguments_as == "path":
-        # A missing parameter is empty: the route refuses it as it refuses any other bad value.
+        # Present and not empty (the server refuses the call otherwise): any other bad value is the
+        # route's to refuse, as over REST.
         values = {name: as_text(arguments.get(name, "")) for name in tool.path_parameters}
         return synthesize(outer, method=tool.method, resource=tool.route, path_parameters=values)
     if tool.arguments_as == "query":
