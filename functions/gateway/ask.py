@@ -12,7 +12,7 @@ from opslake.http.bodies import request_body
 from opslake.ingest.observe import summarize
 from opslake.llm.records import settle_llm_calls
 from opslake.tools.app import create_tool_app, query_engine
-from opslake.tools.ask import Deadline, ask, parse_ask_request
+from opslake.tools.ask import AskAnswer, Deadline, ask, parse_ask_request
 from opslake.tools.ask_model import LlmAskModel, ask_model_from_settings, require_model
 from opslake.tools.datasets import TableCatalog
 
@@ -68,13 +68,24 @@ def run_ask() -> dict:
         settle_llm_calls(llm.client, runtime.ops_queue(), agent_id=ASK_REPORTER, purpose="ask")
     summarize(
         app,
-        f"{answer.status}" + ("" if answer.grounded else " (ungrounded answer refused)"),
+        outcome(answer),
+        status=answer.status,
         grounded=answer.grounded,
         model_calls=answer.model_calls,
         queries=answer.queries,
         tables=",".join(answer.sources.tables if answer.sources else []),
     )
     return answer.model_dump()
+
+
+def outcome(answer: AskAnswer) -> str:
+    """The record's output_summary: what came of the question, and why when it was not answered."""
+    if answer.status == "answered":
+        rows = answer.sources.row_count if answer.sources else 0
+        return f"answered from {rows} row{'' if rows == 1 else 's'}"
+    if answer.status == "refused" and answer.grounding:
+        return "refused: unsupported " + ", ".join(answer.grounding["unsupported"])
+    return f"{answer.status}: {answer.reason}" if answer.reason else answer.status
 
 
 handler = runtime.api_handler(app)

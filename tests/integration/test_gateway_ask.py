@@ -268,3 +268,9 @@ def test_every_ask_and_every_model_call_is_an_op_record(stack: Local) -> None:
     # model down (the open circuit made no call)
     assert rows[("llm", "llm:chat.completions", "opslake-ask", "ask", True)] == 2 + 3 + 3 + 2 + 3 + 5 * 3
     assert rows[("llm", "llm:chat.completions", "opslake-ask", "ask", False)] == 4 + 3
+    # the /ask record says what came of the question: why it was refused or could not be answered
+    sql = "SELECT output_summary FROM ops WHERE endpoint = '/ask' AND success"
+    answer = client.post("/sql", json={"sql": sql}, headers={"x-api-key": local.api_key.value})
+    summaries = {r[0] for r in answer.json()["rows"]}
+    assert "refused: unsupported 42" in summaries and "answered from 1 row" in summaries
+    assert any(s.startswith("cannot_answer: the query failed (sql_table_not_allowed)") for s in summaries)
