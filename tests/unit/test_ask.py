@@ -615,3 +615,14 @@ def test_calls_and_queries_stay_bounded_on_every_path() -> None:
                 assert (answer.model_calls, answer.queries) == (len(model.seen), len(seen))
             assert len(model.seen) <= MAX_MODEL_CALLS and len(seen) <= MAX_QUERIES
     assert statuses == {"answered", "refused", "no_rows", "cannot_answer", "502"}
+
+
+def test_a_number_the_question_asked_for_and_the_sql_used_may_be_said() -> None:
+    # "top 3" asked and LIMIT 3 run: the 3 is the caller's, used by the query (not a count of the lake)
+    sql = "SELECT worker_id, name, city FROM workers ORDER BY rating DESC LIMIT 2"
+    said = "The top 2 workers are Maria Lopez and Ann Lee."
+    answer, _ = _one_answer(sql, HOUSTON, said, question="Who are the top 2 workers by rating?")
+    assert answer.status == "answered", answer.grounding
+    # a number only the question holds is still no evidence, nor one only the LIMIT holds
+    answer, _ = _one_answer(sql, HOUSTON, "There are 2 workers.", question="Who rates best?")
+    assert answer.status == "refused"

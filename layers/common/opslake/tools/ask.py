@@ -391,11 +391,11 @@ def ask(
 
     # The question is not evidence: a name or number only the question holds ("is it Bob, with
     # 900?") is what the caller supposes, not what the lake says; what the query filtered on is in
-    # the SQL's facts.
+    # the SQL's facts, and a number both hold ("top 3", LIMIT 3) was the caller's and used.
     lake_rows = [[c for i, c in enumerate(row) if i not in facts.constants] for row in shown]
     evidence = grounding.Evidence.of(
         lake_rows,
-        texts=facts.texts,
+        texts=[*facts.texts, *grounding.asked_numbers(request.question, facts)],
         names=[*facts.identifiers, *columns, *names],
         row_count=None if limited else len(shown),
     )

@@ -235,6 +235,15 @@ def sql_facts(sql: str) -> SqlFacts:
     return SqlFacts(texts, limit, constants, identifiers)
 
 
+def asked_numbers(question: str, facts: SqlFacts) -> list[str]:
+    """The SQL's ``LIMIT`` when the question holds it too ("the top 3", ``LIMIT 3``): the caller's
+    own number, used by the query, may be said back; one only the question or only the LIMIT holds
+    may not (filter values are in :attr:`SqlFacts.texts` already)."""
+    if facts.limit is None or Decimal(facts.limit) not in Evidence.of([], texts=[question]).numbers:
+        return []
+    return [str(facts.limit)]
+
+
 def _decimal(text: str) -> Decimal | None:
     try:
         value = Decimal(text.replace(",", ""))
