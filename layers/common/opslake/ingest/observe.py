@@ -222,7 +222,7 @@ class Observer:
 def source_of(raw_event: dict[str, Any]) -> str:
     """``mcp`` for a call the MCP handler dispatched (its marker in ``requestContext``), else ``gateway``."""
     context = raw_event.get("requestContext") or {}
-    return "mcp" if context.get(TRANSPORT_MARKER) == MCP_TRANSPORT else "gateway"
+    return MCP_TRANSPORT if context.get(TRANSPORT_MARKER) == MCP_TRANSPORT else "gateway"
 
 
 def _body_text(event: APIGatewayProxyEvent) -> str | None:
