@@ -626,3 +626,13 @@ def test_a_number_the_question_asked_for_and_the_sql_used_may_be_said() -> None:
     # a number only the question holds is still no evidence, nor one only the LIMIT holds
     answer, _ = _one_answer(sql, HOUSTON, "There are 2 workers.", question="Who rates best?")
     assert answer.status == "refused"
+
+
+def test_a_hyphenated_compound_is_checked_by_its_parts() -> None:
+    # "AWS-certified" holds the name AWS and a plain word: only the name must be evidence (it was
+    # supported by the question before the question stopped being evidence)
+    ev = Evidence.of([[4, "A-1"]], texts=["%AWS%", "Houston"], row_count=1)
+    assert check("There are 4 AWS-certified welders in Houston-area placements.", ev).grounded
+    assert check("Item A-1 is one.", ev).grounded
+    assert check("There are 4 OSHA-certified welders.", ev).unsupported == ["OSHA-certified"]
+    assert not check("Item A-2 is one.", ev).grounded

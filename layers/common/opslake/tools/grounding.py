@@ -293,7 +293,13 @@ def _word_supported(word: str, evidence: Evidence) -> bool:
     folded = word.casefold().strip(".'’-")
     if not folded or folded in COMMON_NAMES or folded in evidence.words:
         return True
-    return any(folded.endswith(s) and folded[: -len(s)] in evidence.words for s in ("'s", "’s", "es", "s"))
+    if any(folded.endswith(s) and folded[: -len(s)] in evidence.words for s in ("'s", "’s", "es", "s")):
+        return True
+    # a compound ("AWS-certified", "Houston-area"): its name-like parts (a capital or a digit) must be
+    # evidence, its plain lower-case words need not be, as anywhere else
+    parts = [p for p in word.split("-") if p]
+    named = [p for p in parts if any(c.isupper() or c.isdigit() for c in p)]
+    return len(parts) > 1 and named != parts and all(_word_supported(p, evidence) for p in named)
 
 
 def check(answer: str, evidence: Evidence) -> Grounding:
