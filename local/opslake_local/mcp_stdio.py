@@ -11,9 +11,13 @@ command imports it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from typing import Any, TypeVar
+import os
+import sys
+import threading
+from typing import Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -94,10 +98,65 @@ def build_server(forwarder: StackForwarder) -> Server[Any]:
     )
 
 
+class StdinLines:
+    """stdin's lines for the SDK's stdio transport, read by a daemon thread and awaited on an
+    asyncio queue. The SDK's own reader blocks on stdin in an anyio worker thread, which a
+    cancellation waits for and the interpreter joins at exit: Ctrl-C (or an agent host's SIGINT)
+    with stdin still open hung ``opslake mcp`` until stdin closed. Awaiting a queue is cancelled at
+    once; the thread reads the file descriptor with ``os.read`` (no buffered reader whose lock a
+    daemon thread could hold at interpreter shutdown), and does not keep the process alive."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._queue: asyncio.Queue[str | None] | None = None
+
+    def _read(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
+        def put(line: bytes | None) -> None:
+            text = None if line is None else line.decode("utf-8", errors="replace")
+            loop.call_soon_threadsafe(queue.put_nowait, text)
+
+        pending = bytearray()
+        try:
+            while chunk := os.read(self._fd, 1 << 16):
+                searched = len(pending)  # what is pending holds no newline: search only the new bytes
+                pending += chunk
+                end = pending.find(b"\n", searched)
+                while end >= 0:
+                    put(bytes(pending[: end + 1]))
+                    del pending[: end + 1]
+                    end = pending.find(b"\n")
+            if pending:
+                put(bytes(pending))
+            put(None)
+        except OSError as exc:  # stdin gone under the thread: treated as EOF
+            log.debug("stdin: %s", exc)
+            with contextlib.suppress(RuntimeError):
+                put(None)
+        except RuntimeError:  # the event loop is closed (the server has ended): nobody waits
+            pass
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            reader = threading.Thread(
+                target=self._read, args=(asyncio.get_running_loop(), self._queue), name="stdin", daemon=True
+            )
+            reader.start()
+        line = await self._queue.get()
+        if line is None:
+            self._queue.put_nowait(None)  # EOF stays EOF
+            raise StopAsyncIteration
+        return line
+
+
 async def _serve(forwarder: StackForwarder) -> None:
     server = build_server(forwarder)
     try:
-        async with stdio_server() as (read, write):
+        stdin = cast("anyio.AsyncFile[str]", StdinLines(sys.stdin.fileno()))  # read by iteration only
+        async with stdio_server(stdin=stdin) as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
         await forwarder.aclose()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -304,3 +305,41 @@ def test_a_deployed_stack_without_a_key_exits_2_before_serving() -> None:
     )
     assert result.returncode == 2 and result.stdout == ""
     assert "OPSLAKE_API_KEY" in result.stderr
+
+
+def test_ctrl_c_ends_the_server_while_stdin_stays_open() -> None:
+    """SIGINT (Ctrl-C in a terminal, or an agent host stopping its servers) with stdin still open:
+    the SDK's stdin reader blocks in a worker thread that cancellation waits for, so the server
+    hung until stdin closed. It ends at once, quietly, without a traceback."""
+    process = subprocess.Popen(
+        [str(OPSLAKE), "mcp", "--url", f"http://127.0.0.1:{_closed_port()}", "--api-key", "k"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    try:
+        params = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        }
+        process.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}) + "\n"
+        )
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 1  # serving, stdin open
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("opslake mcp did not end on SIGINT while stdin was open")
+        stderr = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdin.close()
+    assert code == 0, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert process.stdout.read() == ""
