@@ -515,6 +515,7 @@ def test_a_call_that_reaches_no_tool_is_a_32602_and_an_mcp_record(
         error_type,
     )
     assert record.error == error.error.message
+    assert json.dumps(params, separators=(",", ":")) in record.input_summary  # what the agent sent
     assert world.loaded == []
 
 

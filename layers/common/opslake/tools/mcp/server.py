@@ -154,7 +154,9 @@ class McpServer:
             raise rpc.RpcError(rpc.METHOD_NOT_FOUND, f"method not found: {method[:80]}")
         if not isinstance(params, dict):
             if method == "tools/call":
-                self._refuse(event, context, "mcp_invalid_params", "tools/call params must be an object")
+                self._refuse(
+                    event, context, "mcp_invalid_params", "tools/call params must be an object", params
+                )
             raise rpc.RpcError(rpc.INVALID_PARAMS, f"{method} params must be an object")
         result = handler(params, event, context)
         return json_response(200, rpc.result(id_, modern_era.complete(method, result) if modern else result))
