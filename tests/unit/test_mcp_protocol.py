@@ -529,21 +529,21 @@ def test_a_call_that_reaches_no_tool_is_a_32602_and_an_mcp_record(
         ("table", {"name": ""}),
     ],
 )
-def test_a_path_tool_call_without_its_parameter_is_a_32602_not_another_route(
+def test_a_path_tool_call_without_its_parameter_is_an_error_not_another_route(
     world: World, name: str, arguments: dict[str, Any]
 ) -> None:
     """An empty path parameter made the path ``/tables/``, which the resolver answered as ``GET
     /tables`` (the table list, recorded as a successful ``/tables/{name}``), or ``/worker/``, a 404
     "no such route". No REST call is like it (API Gateway has no route for ``/worker/``): it is a
-    call that reaches no tool, answered and recorded as such."""
-    status, body = world.request("tools/call", {"name": name, "arguments": arguments}, id_=4)
-    assert status == 200
-    error = _wire(t.JSONRPCError, body)
-    assert error.error.code == t.INVALID_PARAMS
+    call that reaches no tool, recorded as such, and a tool error the model can correct."""
+    result = world.call(name, arguments)
     parameter = BY_NAME[name].path_parameters[0]
-    assert f"{parameter!r}" in error.error.message and name in error.error.message
+    assert result["isError"] is True
+    assert f"{parameter!r}" in result["content"][0]["text"] and name in result["content"][0]["text"]
+    assert result["structuredContent"]["error"] == "mcp_invalid_params"
     (record,) = world.records()
     assert (record.endpoint, record.source, record.error_type) == ("/mcp", "mcp", "mcp_invalid_params")
+    assert record.error == result["content"][0]["text"]
     assert world.loaded == []
 
 

@@ -12,8 +12,9 @@ JSON-RPC message, or an ``MCP-Protocol-Version`` opslake does not speak get a 4x
 ``tools/call`` and ``resources/read`` are dispatched, in process, to the tool's own observed
 resolver with a REST proxy event (:mod:`opslake.tools.mcp.dispatch`): one op record per call, the
 REST one but for ``source``. A ``tools/call`` that reaches no tool (an unknown name, params that
-are not an object, an empty path parameter) is recorded too, as endpoint ``/mcp`` with error_type
-``mcp_unknown_tool`` / ``mcp_invalid_params``, so a confused agent shows in the lake. ``initialize``, ``ping``,
+are not an object: -32602; an empty path parameter: an ``isError`` result) is recorded too, as
+endpoint ``/mcp`` with error_type ``mcp_unknown_tool`` / ``mcp_invalid_params``, so a confused
+agent shows in the lake. ``initialize``, ``ping``,
 ``tools/list`` and ``resources/list`` are not tool calls and leave no record.
 """
 
@@ -202,12 +203,18 @@ class McpServer:
             self._refuse(event, context, "mcp_invalid_params", message, params)
             raise rpc.RpcError(rpc.INVALID_PARAMS, message)
         # An empty path parameter is another path (``/tables/`` is GET /tables, ``/worker/`` no
-        # route): no REST call is like it (API Gateway routes neither), so it reaches no tool.
+        # route): no REST call is like it (API Gateway routes neither), so it reaches no tool. A
+        # bad argument is the tool's error (isError, which the model reads), not the protocol's.
         missing = [name for name in tool.path_parameters if arguments.get(name) in (None, "")]
         if missing:
             message = f"the {tool.name} tool needs {missing[0]!r}: a non-empty string (its inputSchema)"
             self._refuse(event, context, "mcp_invalid_params", message, params)
-            raise rpc.RpcError(rpc.INVALID_PARAMS, message)
+            error = {"error": "mcp_invalid_params", "message": message, "detail": {"argument": missing[0]}}
+            return {
+                "content": [{"type": "text", "text": message}],
+                "structuredContent": error,
+                "isError": True,
+            }
         return tool_result(
             self._resolve(tool, call_event(event.raw_event, tool, arguments), context), tool.name
         )
