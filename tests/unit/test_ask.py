@@ -636,3 +636,16 @@ def test_a_hyphenated_compound_is_checked_by_its_parts() -> None:
     assert check("Item A-1 is one.", ev).grounded
     assert check("There are 4 OSHA-certified welders.", ev).unsupported == ["OSHA-certified"]
     assert not check("Item A-2 is one.", ev).grounded
+
+
+def test_a_cannot_answer_reason_states_no_number_of_the_question_as_fact() -> None:
+    # "is it 900?" -> "The lake has 900 workers, but ..." was kept: the question's numbers are no evidence
+    model = FakeModel(AskPlan(answerable=False, sql="", reason="The lake has 900 workers but no salaries"))
+    answer = ask(AskRequest(question="Is it 900 workers?"), tables=TABLES, run_sql=runner()[0], model=model)
+    assert answer.status == "cannot_answer" and answer.reason and "900" not in answer.reason
+    # the question's words may still be named in why not
+    model = FakeModel(AskPlan(answerable=False, sql="", reason="no table holds Salaries of welders"))
+    answer = ask(
+        AskRequest(question="What are the Salaries?"), tables=TABLES, run_sql=runner()[0], model=model
+    )
+    assert answer.reason == "no table holds Salaries of welders"

@@ -294,11 +294,12 @@ def catalog_for(request: AskRequest, tables: Mapping[str, Any]) -> list[dict[str
     return described
 
 
-def _cannot(reason: str, evidence_texts: Sequence[str]) -> tuple[str, bool]:
-    """The planner's reason, if it states nothing the question and catalog do not hold."""
+def _cannot(reason: str, evidence_names: Sequence[str]) -> tuple[str, bool]:
+    """The planner's reason, if it names nothing the question and catalog do not name and states no
+    number at all (the question's numbers are the caller's guess, not a fact to hand back)."""
     from opslake.tools import grounding
 
-    checked = grounding.check(reason, grounding.Evidence.of([], texts=evidence_texts))
+    checked = grounding.check(reason, grounding.Evidence.of([], names=evidence_names))
     if checked.grounded:
         return reason, True
     return "the model found no table or column of the catalog that answers the question", False
