@@ -61,10 +61,9 @@ def get_playbooks() -> Response:
             endpoint=query.endpoint,
             task_class=query.task_class,
             q=query.q,
-            limit=len(current.entries) if query.entry_id else query.limit,
+            entry_id=query.entry_id,  # one entry (an MCP resources/read): still only an active one
+            limit=query.limit,
         )
-        if query.entry_id:  # one entry (an MCP resources/read): still only an active one
-            entries = [e for e in entries if e.entry_id == query.entry_id][: query.limit]
         summary = f"{len(entries)} entries"
         answer = {"entries": [e.served() for e in entries], "generated_at": current.generated_at.isoformat()}
         # which agent read which entries: the consolidator measures an entry on its readers

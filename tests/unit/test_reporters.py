@@ -308,6 +308,20 @@ def test_get_playbooks_never_serves_a_proposed_entry_even_if_a_snapshot_holds_on
     assert [e.entry_id for e in document.select(endpoint="/sql")] == ["pb_active"]
 
 
+def test_one_entry_by_id_is_served_only_while_active() -> None:
+    """GET /playbooks?entry_id= (an MCP resources/read): the entry when active, nothing when it is
+    proposed, and the id filter applies before the limit."""
+    (proposed,) = entries_from(forged("mallory"))
+    active = [
+        proposed.model_copy(update={"entry_id": f"pb_{i}", "status": "active", "published_at": NOW})
+        for i in range(3)
+    ]
+    document = PlaybookSnapshot(generated_at=NOW, entries=[proposed, *active])
+    assert [e.entry_id for e in document.select(entry_id="pb_2", limit=1)] == ["pb_2"]
+    assert document.select(entry_id=proposed.entry_id) == []
+    assert document.select(entry_id="pb_nope") == []
+
+
 def test_an_untrusted_default_filters_queries_to_the_named_trusted_keys() -> None:
     """Allowlist mode (issue 12): a key nobody named must not count in SQL either, where rows that
     are grouped lose their reporter_id and Python can no longer filter them."""

@@ -186,14 +186,17 @@ class PlaybookSnapshot(BaseModel):
         endpoint: str | None = None,
         task_class: str | None = None,
         q: str | None = None,
+        entry_id: str | None = None,
         limit: int = 10,
     ) -> list[PlaybookEntry]:
-        """Active entries that match, most confident first (then newest)."""
+        """Active entries that match (``entry_id``: only that one), most confident first (then newest)."""
         words = (q or "").lower().split()
         found = [
             e
             for e in self.entries
-            if e.status == "active" and e.matches(endpoint=endpoint, task_class=task_class, words=words)
+            if e.status == "active"
+            and (entry_id is None or e.entry_id == entry_id)
+            and e.matches(endpoint=endpoint, task_class=task_class, words=words)
         ]
         found.sort(key=lambda e: (-e.confidence, -e.created_at.timestamp(), e.entry_id))
         return found[:limit]
