@@ -84,3 +84,15 @@ def test_every_module_the_lambda_code_imports_is_in_its_layer(resources: dict[st
 def test_the_common_layer_is_every_functions_layer(sam_template: dict[str, Any]) -> None:
     # What lets the first test check every handler against the common layer alone.
     assert sam_template["Globals"]["Function"]["Layers"] == [{"Ref": "CommonLayer"}]
+
+
+def test_no_lambda_code_imports_the_mcp_sdk(resources: dict[str, Any]) -> None:
+    # POST /mcp is hand-rolled on plain dicts; the SDK (mcp, mcp_types, httpx2) is the CLI's and the tests'.
+    imported = _third_party_imports()
+    assert {"mcp", "mcp_types"} & set(imported) == set(), {
+        m: imported[m] for m in ("mcp", "mcp_types") if m in imported
+    }
+    layers = _requirement_names(_layer_dir(resources, "CommonLayer")) | _requirement_names(
+        _layer_dir(resources, "DataLayer")
+    )
+    assert {"mcp", "mcp-types"} & layers == set()
