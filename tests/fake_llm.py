@@ -27,6 +27,7 @@ class Reply:
     body: bytes | str | dict[str, Any] = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # wait before answering (longer than the client's read timeout = a timeout)
+    trickle_s: float = 0.0  # send the body 8 bytes at a time, this long apart (each read is quick)
 
 
 @dataclass
@@ -140,6 +141,12 @@ class FakeLlm:
         reply = then or FakeLlm.answer({"late": True})
         return Reply(reply.status, reply.body, reply.headers, delay_s=seconds)
 
+    @staticmethod
+    def trickle(seconds_between: float, then: Reply | None = None) -> Reply:
+        """A reply whose body arrives a few bytes at a time: no single read waits long, the whole does."""
+        reply = then or FakeLlm.answer({"late": True})
+        return Reply(reply.status, reply.body, reply.headers, trickle_s=seconds_between)
+
     # ---- serving -------------------------------------------------------------------------------
     def _next(self) -> Reply:
         with self._lock:
@@ -162,7 +169,14 @@ class FakeLlm:
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if not reply.trickle_s:
+                    self.wfile.write(data)
+                    return
+                for start in range(0, len(data), 8):
+                    self.wfile.write(data[start : start + 8])
+                    self.wfile.flush()
+                    if fake._stopping.wait(reply.trickle_s):
+                        return
 
             def _record(self, body: Any) -> None:
                 with fake._lock:

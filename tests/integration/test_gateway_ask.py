@@ -274,3 +274,23 @@ def test_every_ask_and_every_model_call_is_an_op_record(stack: Local) -> None:
     summaries = {r[0] for r in answer.json()["rows"]}
     assert "refused: unsupported 42" in summaries and "answered from 1 row" in summaries
     assert any(s.startswith("cannot_answer: the query failed (sql_table_not_allowed)") for s in summaries)
+
+
+# ---- the model adapter's own bound (no stack) ----------------------------------------------------
+def test_a_model_that_trickles_its_answer_is_cut_at_the_calls_time() -> None:
+    # httpx's read timeout is between bytes: an answer sent 8 bytes every 0.1 s never trips a 1 s
+    # read timeout, and took ~4 s of a call given 1 s; the whole call is bounded now
+    from opslake.config import Settings
+    from opslake.tools.ask import AskDraft
+    from opslake.tools.ask_model import LlmUnavailableHttpError, ask_model_from_settings
+
+    with FakeLlm() as llm:
+        llm.script(FakeLlm.trickle(0.1, FakeLlm.answer({"answer": "There are 12 welders in Houston."})))
+        settings = Settings(llm_base_url=llm.base_url, llm_model=llm.model, lake_bucket="")
+        model = ask_model_from_settings(settings, s3_client=None)
+        with pytest.raises(LlmUnavailableHttpError) as caught:
+            model.complete([{"role": "user", "content": "q"}], AskDraft, timeout_s=1.0)
+        assert caught.value.detail["llm_error"] == "llm_timeout"
+        # the next call of this container still works
+        llm.script(FakeLlm.answer({"answer": "ok"}))
+        assert model.complete([{"role": "user", "content": "q"}], AskDraft, timeout_s=5.0).answer == "ok"

@@ -102,20 +102,74 @@ def model_error(exc: LlmError, *, client: LlmClient, retry_after_s: int) -> Exce
     )
 
 
-class LlmAskModel:
-    """An :class:`~opslake.tools.ask.AskModel` over an :class:`LlmClient` and the httpx client it uses."""
+def total_timeout_transport() -> Any:
+    """An httpx transport that bounds a whole request, body included, by its ``limit_s``.
 
-    def __init__(self, client: LlmClient, http: httpx.Client, *, retry_after_s: int = 5) -> None:
+    httpx's read timeout is the wait *between* bytes: a model that sends its answer a few bytes at a
+    time never trips it, and one call could outlast the question's budget and API Gateway's 29 s.
+    Here the request runs in a worker thread and is given up at ``limit_s`` as a read timeout (the
+    client's own mapping makes that ``llm_timeout``); the abandoned thread ends at its socket's own
+    read timeout. Built by a function so that httpx is imported on first use only."""
+    import threading
+
+    import httpx
+
+    class TotalTimeout(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.HTTPTransport()
+            self.limit_s: float | None = None
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            limit = self.limit_s
+            if limit is None:
+                return self.inner.handle_request(request)
+            box: dict[str, Any] = {}
+
+            def run() -> None:
+                try:
+                    response = self.inner.handle_request(request)
+                    response.read()  # the body too: a trickled body is the case this is for
+                    box["response"] = response
+                except Exception as exc:
+                    box["error"] = exc
+
+            worker = threading.Thread(target=run, name="ask-llm-call", daemon=True)
+            worker.start()
+            worker.join(limit)
+            if worker.is_alive():
+                raise httpx.ReadTimeout(f"no whole answer within {limit:.1f} s", request=request)
+            if "error" in box:
+                raise box["error"]
+            response: httpx.Response = box["response"]
+            return response
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return TotalTimeout()
+
+
+class LlmAskModel:
+    """An :class:`~opslake.tools.ask.AskModel` over an :class:`LlmClient` and the httpx client it uses
+    (whose transport, when it is :func:`total_timeout_transport`'s, bounds each whole call)."""
+
+    def __init__(
+        self, client: LlmClient, http: httpx.Client, *, retry_after_s: int = 5, total: Any = None
+    ) -> None:
         self.client = client
         self.name = client.config.model
         self._http = http
+        self._total = total
         self._retry_after_s = retry_after_s
 
     def complete(self, messages: list[dict[str, str]], answer_model: type[T], *, timeout_s: float) -> T:
         import httpx
 
         connect = min(self.client.config.connect_timeout_s, timeout_s)
-        self._http.timeout = httpx.Timeout(min(self.client.config.timeout_s, timeout_s), connect=connect)
+        call_s = min(self.client.config.timeout_s, timeout_s)
+        self._http.timeout = httpx.Timeout(call_s, connect=connect)
+        if self._total is not None:
+            self._total.limit_s = call_s
         try:
             answer = self.client.complete_json(messages, answer_model, schema_name=answer_model.__name__)
         except LlmError as exc:
@@ -134,7 +188,10 @@ def ask_model_from_settings(settings: Settings, *, s3_client: Any) -> LlmAskMode
 
     require_model(settings)
     config = dataclasses.replace(LlmConfig.from_settings(settings), max_retries=0)
-    http = httpx.Client(timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s))
+    total = total_timeout_transport()
+    http = httpx.Client(
+        timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s), transport=total
+    )
     saved = None
     if settings.lake_bucket:
         saved = LlmStateStore(lambda: s3_client, settings.lake_bucket, settings.llm_state_key).load(
@@ -143,4 +200,4 @@ def ask_model_from_settings(settings: Settings, *, s3_client: Any) -> LlmAskMode
     client = LlmClient(
         config, api_key=key_loader(settings.llm_api_key_parameter), http=http, initial_state=saved
     )
-    return LlmAskModel(client, http, retry_after_s=settings.queue_retry_after_s)
+    return LlmAskModel(client, http, retry_after_s=settings.queue_retry_after_s, total=total)
