@@ -96,3 +96,32 @@ def test_mcp_initialize_and_tools_list_import_no_tools_engine_guard_or_model_cli
     )
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("MCP_PROBE ")]
     assert line == "MCP_PROBE 200;200|", line
+
+
+#: What POST /ask's first question imports after its handler (opslake.tools.ask imports the prompts and
+#: the check on first use, functions/gateway/ask.py the guard and its LLM client), with Lambda's engine.
+ASK_FIRST_QUESTION_PROBE = """
+import sys
+import opslake.tools.sql, opslake.tools.ask_prompts, opslake.tools.grounding, opslake.tools.ask_model
+import opslake.llm, opslake.llm.keys, opslake.llm.records, httpx
+from opslake.tools.app import query_engine
+heavy = sorted(name for name in ("pyarrow", "duckdb", "moto", "opslake_local") if name in sys.modules)
+print("ASK_PROBE " + type(query_engine()).__name__ + "|" + ",".join(heavy))
+"""
+
+
+def test_asks_first_question_imports_no_pyarrow_with_lambdas_engine() -> None:
+    env = {
+        **os.environ,
+        "OPSLAKE_OPS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/ops",
+        "OPSLAKE_LAKE_BUCKET": "lake",
+        "OPSLAKE_QUERY_ENGINE": "athena",
+        "OPSLAKE_ATHENA_WORKGROUP": "opslake",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONPATH": str(ROOT / "layers/common"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", ASK_FIRST_QUESTION_PROBE], capture_output=True, text=True, env=env, check=True
+    )
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("ASK_PROBE ")]
+    assert line == "ASK_PROBE AthenaEngine|", line
