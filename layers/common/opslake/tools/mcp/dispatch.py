@@ -22,9 +22,10 @@ from opslake.tools.mcp.registry import ToolSpec
 #: nothing). A tool result, as it travels (its JSON inside the JSON-RPC body, that body escaped once
 #: more as the proxy answer's ``body`` string), must stay below this, with room for the envelope.
 MAX_RESULT_BYTES = 6 * 1024 * 1024 - 64 * 1024
-#: Most bytes one character of a REST answer can become in the carried result (text and
-#: structuredContent, each escaped): an answer shorter than the budget over this is not measured.
-_WORST_GROWTH = 8
+#: More bytes than one character of a REST answer can become in the carried result (text and
+#: structuredContent, each escaped; a non-ASCII one is a 6-character escape in each): an answer
+#: shorter than the budget over this is not measured.
+_WORST_GROWTH = 16
 
 #: Headers of the MCP envelope that do not describe the tool's request (its length and encoding,
 #: the MCP version, a cache validator the agent never sent for the tool).
