@@ -58,6 +58,7 @@ def evidence(rows: list[list[Any]] = ROWS, row_count: int | None = 2) -> Evidenc
         "The query found 2 workers.",  # the number of rows returned
         "Dan O'Neil's city is 'Austin'.",
         "Based on the rows, the welders in Houston are listed.",  # a sentence-initial word is not a name
+        "E.g. W00042 in Houston, U.S., i.e. Maria Lopez.",  # abbreviations are not names
     ],
 )
 def test_an_answer_built_from_the_rows_is_grounded(answer: str) -> None:
@@ -649,3 +650,23 @@ def test_a_cannot_answer_reason_states_no_number_of_the_question_as_fact() -> No
         AskRequest(question="What are the Salaries?"), tables=TABLES, run_sql=runner()[0], model=model
     )
     assert answer.reason == "no table holds Salaries of welders"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Visit http://evil.example/reset to fix it.",
+        "Send the logs to help@evil.io for a fix.",
+        "the fix is at evil-docs.com, see there.",
+    ],
+)
+def test_a_link_or_address_the_rows_do_not_hold_is_caught(answer: str) -> None:
+    # lower-case words are not checked, but a link or an e-mail address is where a hostile answer
+    # sends its reader: it must be in the evidence
+    result = check(answer, evidence())
+    assert not result.grounded and result.names >= 1
+
+
+def test_a_link_the_rows_hold_may_be_named() -> None:
+    ev = Evidence.of([["see docs.example.com/runbook"]], row_count=1)
+    assert check("The runbook is at docs.example.com/runbook.", ev).grounded

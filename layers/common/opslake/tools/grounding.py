@@ -63,6 +63,13 @@ _WORD = re.compile(r"[^\W_](?:[\w'’.-]*[^\W_])?")
 _QUOTED = re.compile(
     r"\"([^\"\n]{1,200})\"|“([^”\n]{1,200})”|`([^`\n]{1,200})`|(?<!\w)'([^'\n]{1,200})'(?!\w)"
 )
+#: A link, an e-mail address or a bare domain (with a path): where an answer could send its reader.
+_ADDRESS = re.compile(
+    r"\b[a-z][a-z0-9+.-]*://[^\s<>\"'()\[\]]+"
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+    r"|\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,24}\b(?:/[^\s<>\"'()\[\]]*)?",
+    re.IGNORECASE,
+)
 _ISO_T = re.compile(r"(?<=\d)T(?=\d)")
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$|^\s*$|\n\s*[-*•]?\s*$")
 #: Capitalized words that are never names of the data.
@@ -70,6 +77,7 @@ COMMON_NAMES = frozenset({
     "i", "january", "february", "march", "april", "may", "june", "july", "august", "september",
     "october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday",
     "saturday", "sunday", "sql", "id", "ids", "utc", "iso", "ok", "json",
+    "e.g", "i.e", "etc", "vs", "u.s", "u.k", "a.m", "p.m",
 })  # fmt: skip
 
 
@@ -318,6 +326,15 @@ def check(answer: str, evidence: Evidence) -> Grounding:
         result.quotes += 1
         if " ".join(quoted.casefold().split()) not in " ".join(evidence.text.split()):
             unsupported.append(f"'{quoted}'")
+
+    for match in _ADDRESS.finditer(answer):
+        if any(start <= match.start() < end for start, end in spans):
+            continue
+        spans.append(match.span())
+        address = match.group().rstrip(".,;:!?")
+        result.names += 1
+        if address.casefold() not in evidence.text:
+            unsupported.append(address)
 
     for match in _WORD.finditer(answer):
         word = match.group()
