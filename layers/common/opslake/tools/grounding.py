@@ -19,7 +19,8 @@ not what the lake says):
   (``W00042``, ``D1.1``), must be a word of the evidence (case-insensitive; a plural ``s`` may be
   dropped). A capitalized dictionary word that starts a sentence is not checked (it is most likely
   just the sentence's first word), nor are month and weekday names and a few acronyms;
-* **quoted strings** (``'…'``, ``"…"``, `````…`````, ``“…”``): must appear in the evidence text.
+* **quoted strings** (``'…'``, ``"…"``, `````…`````, ``“…”``) and **addresses** (a link, an e-mail
+  address, a bare domain: where an answer could send its reader): must appear in the evidence text.
 
 Limits, by design: words are checked one by one (two real names may be combined), a lone "one" and
 claims without a number or a name ("most", "all of them", "a dozen") are not checked, and a number
