@@ -30,6 +30,16 @@ STACK_PROTOCOL_VERSION = "2025-11-25"
 DEFAULT_TIMEOUT_S = 40.0
 #: API Gateway's own 403 for a path or method it has no route for (a stack deployed before /mcp).
 MISSING_ROUTE_MESSAGE = "Missing Authentication Token"
+#: API Gateway's own answers (no JSON-RPC body) when the stack is there but the call failed.
+GATEWAY_FAILURES = {
+    413: "the request is larger than API Gateway (10 MB) or Lambda (6 MB) accepts; send less",
+    500: "the stack's function failed; retry, and if it persists read the function's logs",
+    502: (
+        "the stack's function failed or its answer was over Lambda's 6 MB; retry, ask for less, or "
+        "read the function's logs"
+    ),
+    504: "the call took longer than API Gateway's 29 s; retry, or ask for less",
+}
 SESSION_HEADER = "x-opslake-session-id"
 TRANSPORT_HEADER = "x-opslake-mcp-transport"
 
@@ -134,6 +144,13 @@ def read_answer(response: httpx.Response, hint: str) -> dict[str, Any]:
         return _raise(
             STACK_UNAVAILABLE,
             f"the stack at {url} throttled the call (HTTP 429: the usage plan's rate or quota); try again later",
+            {"status": status},
+        )
+    if status in GATEWAY_FAILURES:  # the right stack, failing: checking the URL would not help
+        what = f"HTTP {status} {_gateway_message(response)!r}"
+        return _raise(
+            INTERNAL_ERROR,
+            f"the stack at {url} answered {what}: {GATEWAY_FAILURES[status]}",
             {"status": status},
         )
     if status >= 400 or not isinstance(body, dict) or not isinstance(body.get("result"), dict):

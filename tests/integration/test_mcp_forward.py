@@ -177,6 +177,26 @@ def test_answers_that_are_not_the_stacks_mcp_say_what_went_wrong(
     assert says in raised.value.message and URL in raised.value.message
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "says"),
+    [
+        (504, {"message": "Endpoint request timed out"}, "longer than API Gateway's 29 s"),
+        (504, "<html>gateway timeout</html>", "longer than API Gateway's 29 s"),
+        (413, {"message": "Request Too Long"}, "send less"),
+        (502, {"message": "Internal server error"}, "the function's logs"),
+    ],
+)
+def test_a_gateway_failure_says_what_it_means_not_to_check_the_url(status: int, body: Any, says: str) -> None:
+    """A timeout, a request too large or a failed function is not a wrong --url: the hint to check
+    the URL sent the agent's user after the wrong thing."""
+    response = _answer(status, None, body) if isinstance(body, str) else _answer(status, body)
+    with pytest.raises(ForwardError) as raised:
+        read_answer(response, HINT)
+    assert says in raised.value.message and f"HTTP {status}" in raised.value.message
+    assert HINT not in raised.value.message
+    assert raised.value.code == INTERNAL_ERROR and raised.value.data == {"status": status}
+
+
 # ---- the forwarder ------------------------------------------------------------------------------
 def test_requests_carry_the_key_one_session_id_and_fresh_ids() -> None:
     seen: list[httpx.Request] = []
