@@ -54,10 +54,11 @@ TRUNCATION_MARK = "…[truncated]"
 # redacted with its context (a key and its value, a whole token) around the limit.
 PRE_REDACTION_MARGIN = 1_024
 
-# Claims only the server makes: ``event_kind`` "log" is written by ``POST /log`` and ``source``
-# "llm" by the jobs' own model-call records; a client's op may not claim either.
+# Claims only the server makes: ``event_kind`` "log" is written by ``POST /log``, ``source`` "llm" by
+# the jobs' own model-call records, "gateway" and "mcp" by the observation of a tool call (REST or
+# MCP); a client's op may not claim any of them (a runtime's op is not a call opslake observed).
 RESERVED_EVENT_KINDS = frozenset({"log"})
-RESERVED_SOURCES = frozenset({"llm"})
+RESERVED_SOURCES = frozenset({"llm", "gateway", "mcp"})
 SERVER_CONTEXT = {"server": True}  # validation context of records the server itself builds
 # Ids and labels redacted on ingest (a secret inside is replaced by "[REDACTED]", which the id
 # rule allows; an id of IDENTITY_FIELDS becomes "redacted-<32 hex>" instead, so that distinct ids
@@ -231,7 +232,7 @@ class OpInput(_OpCore):
     @classmethod
     def server_record(cls, data: dict[str, Any]) -> OpInput:
         """An op the server itself builds (``POST /log``, the observation middleware): the same
-        contract, but the reserved claims (``event_kind`` "log", ``source`` "llm") are allowed."""
+        contract, but the reserved claims (``event_kind`` "log", ``source`` "llm"/"gateway"/"mcp") are allowed."""
         return cls.model_validate(data, context=SERVER_CONTEXT)
 
     @model_validator(mode="before")
@@ -258,8 +259,8 @@ class OpInput(_OpCore):
     def _reserved_source(cls, value: str, info: ValidationInfo) -> str:
         if value.lower() in RESERVED_SOURCES and not _is_server(info):
             raise ValueError(
-                f'source "{value}" is reserved for the model-call records opslake\'s jobs write; '
-                'use another source (e.g. "runtime")'
+                f'source "{value}" is reserved for the records opslake writes itself (its model calls, '
+                'the tool calls it observes); use another source (e.g. "runtime")'
             )
         return value
 

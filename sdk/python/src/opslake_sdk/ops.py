@@ -33,10 +33,11 @@ MAX_RECORD_BYTES = 64 * 1024
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0
 TRUNCATION_MARK = "…[truncated]"
 MAX_SUMMARY_ARGS = 50  # arguments printed in a call's summary (the rest counted)
-#: Claims only the server makes (``POST /log`` writes event_kind "log", opslake's jobs source "llm"):
-#: an op that carried one would be refused, so the SDK never sends them.
+#: Claims only the server makes (``POST /log`` writes event_kind "log", opslake's jobs source "llm",
+#: its observed tool calls "gateway" and "mcp"): an op that carried one would be refused, so the SDK
+#: never sends them.
 RESERVED_EVENT_KINDS = frozenset({"log"})
-RESERVED_SOURCES = frozenset({"llm"})
+RESERVED_SOURCES = frozenset({"llm", "gateway", "mcp"})
 DEFAULT_SOURCE = "sdk"
 #: Room left in a record for what the server adds (reporter_id, defaults, JSON escaping).
 RECORD_MARGIN_BYTES = 4 * 1024
@@ -239,7 +240,7 @@ def op_size(op: Mapping[str, Any]) -> int:
 
 
 def clean_source(value: Any) -> str | None:
-    """``source`` as the server accepts it: a reserved one ("llm") becomes ``sdk``."""
+    """``source`` as the server accepts it: a reserved one ("llm", "gateway", "mcp") becomes ``sdk``."""
     text = clean_id(value)
     return DEFAULT_SOURCE if text and text.lower() in RESERVED_SOURCES else text
 
