@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from opslake import runtime
@@ -12,7 +12,7 @@ from opslake.http.bodies import request_body
 from opslake.ingest.observe import summarize
 from opslake.llm.records import settle_llm_calls
 from opslake.tools.app import create_tool_app, query_engine
-from opslake.tools.ask import AskAnswer, Deadline, ask, parse_ask_request
+from opslake.tools.ask import MAX_ROWS, AskAnswer, Deadline, ask, parse_ask_request
 from opslake.tools.ask_model import LlmAskModel, ask_model_from_settings, require_model
 from opslake.tools.datasets import TableCatalog
 
@@ -31,16 +31,15 @@ def model() -> LlmAskModel:
     return ask_model_from_settings(settings, s3_client=runtime.client("s3"))
 
 
-def run_sql(sql: str, timeout_s: float) -> dict[str, Any]:
+def run_sql(sql: str, timeout_s: float, *, allowed_tables: list[str]) -> dict[str, Any]:
     # sqlglot (the guard) is imported on first use, as in POST /sql.
-    from opslake.tools.ask import MAX_ROWS
     from opslake.tools.sql import run_sql as run
 
     return run(
         query_engine(),
         sql,
         limit=MAX_ROWS,
-        allowed_tables=settings.allowed_tables,
+        allowed_tables=allowed_tables,
         database=settings.glue_database,
         timeout_s=min(settings.query_timeout_s, timeout_s),
         retry_after_s=settings.queue_retry_after_s,
@@ -58,7 +57,8 @@ def run_ask() -> dict:
         answer = ask(
             request,
             tables=catalog().tables(),
-            run_sql=run_sql,
+            # the asked tables bound what the query may read, not only what the plan is shown
+            run_sql=partial(run_sql, allowed_tables=request.tables or settings.allowed_tables),
             model=llm,
             deadline=deadline,
             retry_after_s=settings.queue_retry_after_s,

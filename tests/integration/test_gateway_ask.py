@@ -176,6 +176,20 @@ def test_a_table_outside_the_allowlist_is_tried_and_said(
     assert [t["error_type"] for t in body["tried"]] == ["sql_rejected", "sql_table_not_allowed"]
 
 
+def test_the_asked_tables_bound_the_query_not_only_the_catalog(
+    ask: Callable[..., httpx.Response], llm: FakeLlm
+) -> None:
+    """``tables`` narrows what the question may read: a plan that reads another allowlisted table
+    (placements, or the agents' own ops) is refused by the guard, as a table outside the allowlist is."""
+    llm.script(plan("SELECT count(*) AS n FROM placements"), plan("SELECT count(*) AS n FROM ops"))
+    answer = ask("How many placements are there?", tables=["workers"])
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["status"], body["answer"], body["queries"]) == ("cannot_answer", None, 2)
+    assert [t["error_type"] for t in body["tried"]] == ["sql_table_not_allowed", "sql_table_not_allowed"]
+    assert [t["table"] for t in data_of(llm.completions[0])["catalog"]] == ["workers"]
+
+
 def test_an_op_that_speaks_to_the_model_stays_data(
     stack: Local, ask: Callable[..., httpx.Response], llm: FakeLlm
 ) -> None:
@@ -260,13 +274,13 @@ def test_every_ask_and_every_model_call_is_an_op_record(stack: Local) -> None:
     assert answer.status_code == 200, answer.text
     rows = {(r[0], r[1], r[2], r[3], r[4]): r[5] for r in answer.json()["rows"]}
     key = local.api_key.name
-    # the /ask calls of this module: 5 answered or refused or cannot_answer (200) and 5 tricks
+    # the /ask calls of this module: 6 answered or refused or cannot_answer (200) and 5 tricks
     # refused (200), 1 garbage (502), 4 with the model down or the circuit open (503)
-    assert rows[("gateway", "/ask", key, None, True)] == 5 + 5
+    assert rows[("gateway", "/ask", key, None, True)] == 6 + 5
     assert rows[("gateway", "/ask", key, None, False)] == 5
-    # every model call: 2 + 3 + 3 + 2 + 3 valid answers; failed: 4 garbage answers and 3 with the
+    # every model call: 2 + 3 + 3 + 2 + 2 + 3 valid answers; failed: 4 garbage answers and 3 with the
     # model down (the open circuit made no call)
-    assert rows[("llm", "llm:chat.completions", "opslake-ask", "ask", True)] == 2 + 3 + 3 + 2 + 3 + 5 * 3
+    assert rows[("llm", "llm:chat.completions", "opslake-ask", "ask", True)] == 2 + 3 + 3 + 2 + 2 + 3 + 5 * 3
     assert rows[("llm", "llm:chat.completions", "opslake-ask", "ask", False)] == 4 + 3
     # the /ask record says what came of the question: why it was refused or could not be answered
     sql = "SELECT output_summary FROM ops WHERE endpoint = '/ask' AND success"
