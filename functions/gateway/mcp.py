@@ -8,8 +8,6 @@ answer 405: there is no SSE stream and no session.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +15,7 @@ from types import ModuleType
 from aws_lambda_powertools.event_handler import Response
 
 from opslake import runtime
+from opslake._lazy import import_file
 from opslake.http.responses import create_resolver
 from opslake.tools.app import create_tool_app
 from opslake.tools.mcp.server import McpServer, method_not_allowed
@@ -33,18 +32,7 @@ def load_tool_module(name: str) -> ModuleType:
     two stacks in one process (tests) or two functions never share a tool module and its settings."""
     with _lock:
         if name not in _modules:
-            qualified = f"{__name__}__{name}"
-            spec = importlib.util.spec_from_file_location(qualified, HERE / f"{name}.py")
-            if spec is None or spec.loader is None:
-                raise ImportError(f"no tool module {name!r} next to {__file__}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[qualified] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(qualified, None)
-                raise
-            _modules[name] = module
+            _modules[name] = import_file(f"{__name__}__{name}", HERE / f"{name}.py")
         return _modules[name]
 
 

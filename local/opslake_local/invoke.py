@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from opslake._lazy import import_file
 from opslake_local.schedule import schedules
 from opslake_local.template import FunctionSpec, Template
 
@@ -116,16 +117,7 @@ def load_handler(
         raise FileNotFoundError(f"{spec.logical_id}: handler file {path} does not exist")
     with _IMPORT_LOCK, _environment({**spec.environment, **(env_overrides or {})}):
         _prepend_sys_path([*spec.layer_dirs, spec.code_dir])
-        module_spec = importlib.util.spec_from_file_location(module_name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module: ModuleType = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(module_name, None)
-            raise
+        module = import_file(module_name, path)
     handler = getattr(module, spec.attribute, None)
     if not callable(handler):
         raise AttributeError(f"{spec.logical_id}: {path} has no callable {spec.attribute!r}")
