@@ -199,7 +199,8 @@ def test_a_lone_surrogate_is_a_400() -> None:
 )
 def test_reserved_claims_are_refused_per_op_and_the_rest_lands(claim: dict[str, str], field: str) -> None:
     """event_kind "log" is POST /log's, source "llm" the jobs' model-call records' and sources
-    "gateway"/"mcp" the observed tool calls': a client claiming one gets that op refused with the field and the reason; its other ops land."""
+    "gateway"/"mcp" the observed tool calls': a client claiming one gets that op refused with the
+    field and the reason; its other ops land."""
     queue = MemoryQueue()
     result = run({"ops": [{**GOOD, "op_id": "ok-1"}, {**GOOD, **claim, "op_id": "forged"}, GOOD]}, queue)
     assert len(result.accepted) == 2 and "forged" not in result.accepted and len(queue.messages) == 2
