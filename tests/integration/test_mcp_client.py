@@ -55,9 +55,9 @@ SNAPSHOT = {
 }
 
 #: (tool, arguments, succeeds): each tool once succeeding and once failing (the registry's every tool:
-#: a test below checks). ``tables`` and ``model``
-#: read no input, so no argument can make them fail (they ignore what they are sent, as their REST
-#: routes ignore a query string): they are called once, with an argument they ignore.
+#: a test below checks). ``tables`` and ``model`` take no arguments (``additionalProperties: false``):
+#: one sent is refused by the MCP server before the tool (:data:`REFUSED_BY_MCP`, a record at /mcp;
+#: their REST routes ignore a query string, so there is no REST call to compare with).
 CALLS: list[tuple[str, dict[str, Any], bool]] = [
     ("sql", {"sql": "SELECT count(*) AS n FROM workers WHERE state = 'MI'", "limit": 5}, True),
     ("sql", {"sql": "DROP TABLE workers"}, False),
@@ -70,7 +70,7 @@ CALLS: list[tuple[str, dict[str, Any], bool]] = [
     ("log", {"operation": "query workers", "approach": "filter on state first", "result": "lesson"}, True),
     ("log", {"operation": "query workers", "approach": "x", "result": "maybe"}, False),
     ("tables", {}, True),
-    ("tables", {"ignored": 1}, True),
+    ("tables", {"ignored": 1}, False),
     ("table", {"name": "workers"}, True),
     ("table", {"name": "secrets"}, False),
     ("worker", {"id": "W00001"}, True),
@@ -78,8 +78,10 @@ CALLS: list[tuple[str, dict[str, Any], bool]] = [
     ("playbooks", {"endpoint": "/sql", "limit": 5}, True),
     ("playbooks", {"limit": 99}, False),
     ("model", {}, True),
-    ("model", {"ignored": True}, True),
+    ("model", {"ignored": True}, False),
 ]
+#: The calls refused before any tool: ``isError`` ``mcp_invalid_params`` naming the argument.
+REFUSED_BY_MCP = {("tables", "ignored"), ("model", "ignored")}
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +160,10 @@ def test_the_sdk_client_calls_every_tool_and_the_lake_records_them_as_rest_calls
 
     # every call: a success is the REST answer; a failure is isError with the REST message
     for (name, arguments, succeeds), result in zip(CALLS, results, strict=True):
+        if (name, next(iter(arguments), "")) in REFUSED_BY_MCP:
+            assert result.is_error is True and "'ignored'" in result.content[0].text, result
+            assert result.structured_content["error"] == "mcp_invalid_params"
+            continue
         rest = _rest(client, key, name, arguments)
         assert (rest.status_code < 400) is succeeds, (name, arguments, rest.text)
         assert result.is_error is (not succeeds), (name, arguments, result)
@@ -196,8 +202,10 @@ def test_the_sdk_client_calls_every_tool_and_the_lake_records_them_as_rest_calls
     shape = Counter((r[2], r[3], r[4]) for r in mcp_rows)
     unknown = ("/mcp", False, "mcp_unknown_tool")
     assert shape.pop(unknown) == 1  # the call that reached no tool: one record at /mcp
+    assert shape.pop(("/mcp", False, "mcp_invalid_params")) == len(REFUSED_BY_MCP)  # arguments refused
     assert shape == Counter((r[2], r[3], r[4]) for r in rest_rows)
-    assert sum(shape.values()) == len(CALLS) + 1  # + the resource read; list and initialize leave none
+    # + the resource read; list and initialize leave none
+    assert sum(shape.values()) == len(CALLS) - len(REFUSED_BY_MCP) + 1
     read = [r for r in mcp_rows if r[2] == "/playbooks" and dict(r[5]).get("entry_ids") == "pb-state"]
     assert len(read) == 1  # the reader measurement sees who read which entry
 
@@ -237,3 +245,46 @@ def test_get_and_delete_are_405_and_a_wrong_key_is_403(api: tuple[str, str, Loca
 
     with pytest.raises(Exception):  # noqa: B017  (the SDK's error type for an HTTP 403 varies by mode)
         anyio.run(session)
+
+
+def test_a_tool_whose_service_fails_is_an_error_result_and_its_record_is_not_silent(
+    api: tuple[str, str, Local],
+) -> None:
+    """``log`` while SQS refuses its records (the queue's MaximumMessageSize lowered below the
+    record's size: every send fails, on the real handlers): over MCP the agent gets ``isError`` with
+    POST /log's 503 message and body plus ``retry_after_s`` (its ``Retry-After``), as the REST call
+    does; neither side's records reach the lake (the middleware logs each whole and counts
+    ObservationsLost: tests/unit/test_mcp_protocol.py asserts that part in process)."""
+    url, key, (stack, client, drainer) = api
+    sqs = stack.client("sqs")
+    queue_url = stack.queue_url("OpsQueue")
+    saved = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["MaximumMessageSize"])["Attributes"]
+    entry = {"operation": "query workers", "approach": "while SQS is down " + "x" * 1500, "result": "failure"}
+    seen: dict[str, Any] = {}
+
+    async def session() -> None:
+        async with _client(url, key, "auto", session="mcp-sqs-down") as mcp:
+            seen["result"] = await mcp.call_tool("log", entry)
+
+    sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"MaximumMessageSize": "1024"})
+    try:
+        anyio.run(session)
+        rest = client.post(
+            "/log", json=entry, headers={"x-api-key": key, "x-opslake-session-id": "rest-sqs-down"}
+        )
+    finally:
+        sqs.set_queue_attributes(QueueUrl=queue_url, Attributes=saved)
+    assert rest.status_code == 503, rest.text
+    result = seen["result"]
+    assert result.is_error is True
+    assert result.content[0].text == rest.json()["message"]
+    assert result.structured_content == {**rest.json(), "retry_after_s": int(rest.headers["retry-after"])}
+
+    assert drainer.drain().failed == 0
+    lake = client.post(
+        "/sql",
+        json={"sql": "SELECT count(*) FROM ops WHERE session_id IN ('mcp-sqs-down', 'rest-sqs-down')"},
+        headers={"x-api-key": key},
+    )
+    assert lake.status_code == 200, lake.text
+    assert lake.json()["rows"] == [[0]]  # lost, not half-written: logged and counted instead

@@ -17,24 +17,33 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import boto3
 import mcp_types as t
 import pytest
+from botocore.stub import Stubber
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from opslake.errors import BadRequestError, NotFoundError, ServiceUnavailableError, SqlRejectedError
+from opslake.errors import (
+    BadRequestError,
+    NotFoundError,
+    QueueError,
+    ServiceUnavailableError,
+    SqlRejectedError,
+)
 from opslake.http.bodies import parse_body, parse_query, request_body
 from opslake.http.identity import KeyNameResolver
 from opslake.http.responses import create_resolver
 from opslake.ingest.observe import TRANSPORT_MARKER, Observer, observe, source_of, summarize
 from opslake.models import QueuedOp
 from opslake.models.playbooks import PlaybookSnapshot
-from opslake.models.tools import PlaybooksQuery, SqlRequest, TableArgs, WorkerArgs
-from opslake.tools.datasets import WORKER_ID, validate_worker_id
+from opslake.models.tools import LogRequest, NoArgs, PlaybooksQuery, SqlRequest, TableArgs, WorkerArgs
+from opslake.tools.datasets import WORKER_ID, TableCatalog, validate_worker_id
 from opslake.tools.mcp import protocol as rpc
 from opslake.tools.mcp.dispatch import synthesize
 from opslake.tools.mcp.registry import BY_NAME, TOOLS, ToolSpec
 from opslake.tools.mcp.server import McpServer
+from opslake.tools.snapshots import SnapshotUnavailableError
 
 from ..conftest import api_event
 from ..fakes import MemoryQueue
@@ -78,7 +87,10 @@ class World:
             "worker": self._worker(),
             "playbooks": self._playbooks(),
             "tables": self._tables(),
+            "log": self._log(),
         }
+        #: set to make the playbook snapshot unreadable (S3 down), as the real route's cache raises
+        self.snapshot_fails = False
         self.server = McpServer(self.load, refusal_app=self.observed)
 
     def observed(self) -> Any:
@@ -125,9 +137,19 @@ class World:
 
     def _tables(self) -> Any:
         app = self.observed()
+        # the real catalog on a stubbed Glue client: a test queues Glue's answers (or its errors)
+        self.glue = boto3.client(
+            "glue", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+        )
+        self.glue_stub = Stubber(self.glue)
+        self.glue_stub.activate()
 
         @app.get("/tables")
         def tables() -> dict[str, Any]:
+            if self.glue_stub._queue:  # a test queued Glue's answer: the real catalog reads it
+                listed = TableCatalog(self.glue, "lake", ["workers"]).tables()
+                summarize(app, f"{len(listed)} tables")
+                return {"tables": [info.model_dump() for info in listed.values()]}
             summarize(app, "1 tables")
             return {"tables": [{"name": "workers"}]}
 
@@ -147,6 +169,10 @@ class World:
         @app.get("/playbooks")
         def playbooks() -> dict[str, Any]:
             query = parse_query(PlaybooksQuery, app.current_event.query_string_parameters)
+            if world.snapshot_fails:  # the route's answer when its snapshot cannot be read
+                raise ServiceUnavailableError(
+                    "playbooks cannot be read right now; retry shortly", retry_after_s=5
+                )
             assert world.snapshot is not None
             entries = world.snapshot.select(q=query.q, limit=len(world.snapshot.entries))
             if query.entry_id:
@@ -155,8 +181,32 @@ class World:
             summarize(app, f"{len(entries)} entries", entry_ids=",".join(e.entry_id for e in entries))
             return {"entries": [e.served() for e in entries], "generated_at": "2026-11-21T10:00:00Z"}
 
-        snapshot = SimpleNamespace(get=lambda: world.snapshot)
-        return SimpleNamespace(app=app, snapshot=snapshot)
+        def get() -> PlaybookSnapshot | None:
+            if world.snapshot_fails:
+                raise SnapshotUnavailableError("s3://lake/playbooks/current.json could not be read: SlowDown")
+            return world.snapshot
+
+        return SimpleNamespace(app=app, snapshot=SimpleNamespace(get=get))
+
+    def _log(self) -> Any:
+        """POST /log's failure path: the agent's record goes to the same queue, and when it refuses the
+        route answers 503 with Retry-After (functions/gateway/log.py)."""
+        app = self.observed()
+
+        @app.post("/log")
+        def log() -> Any:
+            body = parse_body(LogRequest, request_body(app.current_event))
+            try:
+                self.queue.send([json.dumps({"operation": body.operation})])
+            except QueueError as exc:
+                raise ServiceUnavailableError(
+                    "the log entry was not recorded (the ops queue is unavailable); retry with the same op_id",
+                    retry_after_s=5,
+                ) from exc
+            summarize(app, f"logged {body.result}")
+            return {"op_id": "op-1"}
+
+        return SimpleNamespace(app=app)
 
     def records(self) -> list[QueuedOp]:
         return [QueuedOp.model_validate_json(m) for m in self.queue.messages]
@@ -644,6 +694,108 @@ def test_resources_read_of_what_is_not_there(world: World, uri: Any, code: int) 
     status, body = world.request("resources/read", {"uri": uri})
     assert status == 200
     assert _wire(t.JSONRPCError, body).error.code == code
+
+
+# ---- fault paths: a service behind a tool fails ----------------------------------------------------
+def _captured(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[dict[str, Any]]]:
+    """The metrics and error lines the observation middleware emits (names; records of the lost)."""
+    from opslake.ingest import observe as observation
+
+    counted: list[str] = []
+    lost: list[dict[str, Any]] = []
+    monkeypatch.setattr(observation.metrics, "add_metric", lambda name, **kw: counted.append(name))
+    monkeypatch.setattr(
+        observation.logger, "error", lambda message, **kw: lost.append({"message": message, **kw})
+    )
+    return counted, lost
+
+
+@pytest.mark.parametrize("fault", ["glue throttling", "s3 snapshot", "sqs refuses the log"])
+def test_a_failing_service_is_an_error_result_with_the_rest_body_never_silent(
+    world: World, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    """Glue throttling past the client's retries (GET /tables: a 500), the playbook snapshot
+    unreadable (GET /playbooks: 503 Retry-After), SQS refusing (POST /log: 503 Retry-After): over MCP
+    the call is ``isError`` with the REST message and body (plus ``retry_after_s``), and its op record
+    is the REST one but for ``source``; when SQS itself refuses, both records are logged and counted
+    as lost, as over REST."""
+    counted, lost = _captured(monkeypatch)
+    log = {"operation": "query workers", "approach": "filter on state", "result": "success"}
+    if fault == "glue throttling":
+        for _ in range(2):  # the REST call, then the MCP call
+            world.glue_stub.add_client_error("get_table", "ThrottlingException", "Rate exceeded")
+        rest, result = world.rest("tables", "GET", "/tables"), world.call("tables", {})
+    elif fault == "s3 snapshot":
+        world.snapshot_fails = True
+        rest, result = world.rest("playbooks", "GET", "/playbooks"), world.call("playbooks", {})
+    else:
+        world.queue.fail = True
+        rest, result = world.rest("log", "POST", "/log", body=json.dumps(log)), world.call("log", log)
+    rest_body = json.loads(rest["body"])
+    assert rest["statusCode"] >= 500
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": rest_body["message"]}]
+    retry = rest["multiValueHeaders"].get("Retry-After")
+    expected = {**rest_body, "retry_after_s": int(retry[0])} if retry else rest_body
+    assert result["structuredContent"] == expected
+    assert ("retry_after_s" in expected) is (fault != "glue throttling")  # 503s say when to retry
+    if fault == "sqs refuses the log":
+        assert world.records() == []  # the queue is down: neither record is silently dropped
+        assert counted.count("ObservationsLost") == 2
+        records = [line["op_record"] for line in lost if line["message"] == "op record not enqueued"]
+        assert [r["source"] for r in records] == ["gateway", "mcp"]  # logged whole, recoverable
+        assert {(r["endpoint"], r["success"], r["error_type"]) for r in records} == {
+            ("/log", False, "service_unavailable")
+        }
+    else:
+        rest_record, mcp_record = world.records()
+        _same_but_source(rest_record, mcp_record)
+        assert mcp_record.success is False and mcp_record.error_type == rest_body["error"]
+        assert "ObservationsLost" not in counted
+
+
+def test_resources_when_the_playbook_snapshot_cannot_be_read(world: World) -> None:
+    """resources/list and resources/read while S3 fails: a JSON-RPC -32603 with GET /playbooks'
+    message, the REST error body and ``retry_after_s`` in ``data``, at the route's 503 with its
+    ``Retry-After`` (the SDK client surfaces a JSON-RPC error body at any status)."""
+    world.snapshot_fails = True
+    rest = world.rest("playbooks", "GET", "/playbooks")
+    expected = {**json.loads(rest["body"]), "retry_after_s": int(rest["multiValueHeaders"]["Retry-After"][0])}
+    world.queue.messages.clear()
+    for method, params in (("resources/list", None), ("resources/read", {"uri": "opslake://playbooks/pb-1"})):
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": 4, "method": method}
+        if params is not None:
+            message["params"] = params
+        status, body, headers = world.post(message, headers={"mcp-protocol-version": V})
+        error = _wire(t.JSONRPCError, body)
+        assert (status, headers.get("retry-after")) == (503, "5"), method
+        assert error.error.code == t.INTERNAL_ERROR
+        assert error.error.message == expected["message"]
+        assert error.error.data == expected, method
+    (record,) = world.records()  # the read is a GET /playbooks call, recorded; the list is not
+    assert (record.endpoint, record.source, record.success) == ("/playbooks", "mcp", False)
+
+
+@pytest.mark.parametrize("name", ["tables", "model"])
+def test_a_tool_without_arguments_refuses_one_naming_it_as_its_schema_says(world: World, name: str) -> None:
+    """tables and model advertise ``additionalProperties: false``; an argument sent to them is an
+    ``isError`` naming it (recorded at /mcp as ``mcp_invalid_params``, the tool never runs), as the
+    REST body routes refuse an unknown field."""
+    schema = next(tool for tool in world.request("tools/list")[1]["result"]["tools"] if tool["name"] == name)
+    assert schema["inputSchema"]["additionalProperties"] is False
+    with pytest.raises(ValidationError):
+        NoArgs.model_validate({"ignored": 1})
+    result = world.call(name, {"ignored": 1, "also": True})
+    assert result["isError"] is True
+    assert "'also', 'ignored'" in result["content"][0]["text"]
+    assert result["structuredContent"]["error"] == "mcp_invalid_params"
+    assert result["structuredContent"]["detail"] == {"unknown_arguments": ["also", "ignored"]}
+    assert name not in world.loaded
+    (record,) = world.records()
+    assert (record.endpoint, record.source, record.error_type) == ("/mcp", "mcp", "mcp_invalid_params")
+    if name == "tables":  # no arguments, or an empty object: the tool runs
+        assert world.call("tables", {})["isError"] is False
+        assert world.call("tables", None)["isError"] is False
 
 
 # ---- helpers ------------------------------------------------------------------------------------------

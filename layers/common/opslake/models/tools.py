@@ -76,5 +76,7 @@ class TableArgs(BaseModel):
 
 
 class NoArgs(BaseModel):
-    """Routes that read no input (``GET /tables``, ``GET /model``): anything sent is ignored, as the
-    route ignores a query string."""
+    """No arguments (``GET /tables``, ``GET /model`` read none): an MCP call sending one is refused,
+    naming it, as the body routes refuse an unknown field (over REST a query string is ignored)."""
+
+    model_config = ConfigDict(extra="forbid")

@@ -50,12 +50,22 @@ class RpcError(Exception):
     """A JSON-RPC error to answer with: ``code`` from the table above, ``http`` its HTTP status
     unless the table's is overridden (a refused body keeps the REST route's 400/415)."""
 
-    def __init__(self, code: int, message: str, *, data: Any = None, http: int | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        data: Any = None,
+        http: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
         self.http = http if http is not None else HTTP_STATUS.get(code, 200)
+        #: HTTP headers of the answer (``Retry-After`` when a service opslake needs is unavailable).
+        self.headers = headers or {}
 
 
 def result(id_: JsonRpcId, value: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +77,18 @@ def error(id_: JsonRpcId, exc: RpcError) -> dict[str, Any]:
     if exc.data is not None:
         body["data"] = exc.data
     return {"jsonrpc": "2.0", "id": id_, "error": body}
+
+
+def unavailable(message: str, body: dict[str, Any], status: int, retry_after_s: int | None) -> RpcError:
+    """-32603 for a request a service behind it could not answer (the REST route's 5xx): its
+    ``message``, ``data`` the REST error body plus ``retry_after_s``, at the route's HTTP status
+    with its ``Retry-After``, so an agent or its client knows to retry and when."""
+    data = dict(body)
+    headers: dict[str, str] = {}
+    if retry_after_s is not None:
+        data["retry_after_s"] = retry_after_s
+        headers["Retry-After"] = str(retry_after_s)
+    return RpcError(INTERNAL_ERROR, message, data=data or None, http=status, headers=headers)
 
 
 def unsupported_version(requested: Any, http: int | None = None) -> RpcError:

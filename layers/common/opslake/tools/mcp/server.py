@@ -12,10 +12,16 @@ JSON-RPC message, or an ``MCP-Protocol-Version`` opslake does not speak get a 4x
 ``tools/call`` and ``resources/read`` are dispatched, in process, to the tool's own observed
 resolver with a REST proxy event (:mod:`opslake.tools.mcp.dispatch`): one op record per call, the
 REST one but for ``source``. A ``tools/call`` that reaches no tool (an unknown name, params that
-are not an object: -32602; an empty path parameter: an ``isError`` result) is recorded too, as
+are not an object: -32602; an empty path parameter, or an argument to a tool that takes none: an
+``isError`` result) is recorded too, as
 endpoint ``/mcp`` with error_type ``mcp_unknown_tool`` / ``mcp_invalid_params``, so a confused
 agent shows in the lake. ``initialize``, ``ping``,
 ``tools/list`` and ``resources/list`` are not tool calls and leave no record.
+
+A service failing behind a call is never silent: a tool's 5xx is an ``isError`` result with the
+REST body and ``retry_after_s``; ``resources/list`` or ``resources/read`` while the playbooks cannot
+be read is a -32603 at the route's 503 with ``Retry-After``, ``data`` the REST body and
+``retry_after_s`` (:func:`opslake.tools.mcp.protocol.unavailable`).
 """
 
 from __future__ import annotations
@@ -163,7 +169,7 @@ class McpServer:
         return json_response(200, rpc.result(id_, modern_era.complete(method, result) if modern else result))
 
     def _error(self, id_: rpc.JsonRpcId, exc: rpc.RpcError) -> Response:
-        return json_response(exc.http, rpc.error(id_, exc))
+        return json_response(exc.http, rpc.error(id_, exc), exc.headers or None)
 
     # ---- methods ---------------------------------------------------------------------------------
     def _initialize(
@@ -209,12 +215,16 @@ class McpServer:
         if missing:
             message = f"the {tool.name} tool needs {missing[0]!r}: a non-empty string (its inputSchema)"
             self._refuse(event, context, "mcp_invalid_params", message, params)
-            error = {"error": "mcp_invalid_params", "message": message, "detail": {"argument": missing[0]}}
-            return {
-                "content": [{"type": "text", "text": message}],
-                "structuredContent": error,
-                "isError": True,
-            }
+            return _invalid_arguments(message, {"argument": missing[0]})
+        # A tool that takes no arguments (tables, model) advertises additionalProperties false: an
+        # argument sent to it is the agent's mistake (it meant another tool, or a filter that does
+        # not exist), said as the REST body routes say an unknown field, not silently ignored.
+        if tool.arguments_as == "none" and arguments:
+            unknown = sorted(arguments)
+            shown = ", ".join(repr(name[:80]) for name in unknown[:10])
+            message = f"the {tool.name} tool takes no arguments; remove {shown} (its inputSchema has none)"
+            self._refuse(event, context, "mcp_invalid_params", message, params)
+            return _invalid_arguments(message, {"unknown_arguments": [name[:80] for name in unknown[:10]]})
         return tool_result(
             self._resolve(tool, call_event(event.raw_event, tool, arguments), context), tool.name
         )
@@ -231,14 +241,19 @@ class McpServer:
         """Every active playbook entry, read from the snapshot the playbooks route serves. The list
         names entries (trigger, kind, endpoint); their advice is read with ``resources/read``,
         which is a ``GET /playbooks`` and so an op record of who read which entry."""
+        from opslake.config import get_settings
+        from opslake.errors import ServiceUnavailableError
         from opslake.tools.snapshots import SnapshotUnavailableError
 
         try:
             snapshot = self._load_module(BY_NAME["playbooks"].module).snapshot.get()
         except SnapshotUnavailableError as exc:
-            raise rpc.RpcError(
-                rpc.INTERNAL_ERROR, "playbooks cannot be read right now; retry shortly", http=503
-            ) from exc
+            # what GET /playbooks answers then (its 503, message and Retry-After), as a JSON-RPC error
+            error = ServiceUnavailableError(
+                "playbooks cannot be read right now; retry shortly",
+                retry_after_s=get_settings().queue_retry_after_s,
+            )
+            raise rpc.unavailable(error.message, error.body(), error.status, error.retry_after_s) from exc
         entries = snapshot.select(limit=len(snapshot.entries)) if snapshot is not None else []
         return {
             "resources": [
@@ -288,12 +303,14 @@ class McpServer:
         query = {"entry_id": entry_id, "limit": "1"} if entry_id else dict(parse_qsl(parts.query))
         tool = BY_NAME["playbooks"]
         rest_event = synthesize(event.raw_event, method=tool.method, resource=tool.route, query=query)
-        status, text, payload, _ = rest_answer(self._resolve(tool, rest_event, context))
+        status, text, payload, headers = rest_answer(self._resolve(tool, rest_event, context))
         if status >= 400:
             body = payload if isinstance(payload, dict) else {}
             message = str(body.get("message") or f"HTTP {status}")
-            code = rpc.INVALID_PARAMS if status < 500 else rpc.INTERNAL_ERROR
-            raise rpc.RpcError(code, message, data=body or None, http=200 if status < 500 else status)
+            if status < 500:  # a bad selection (limit=0, …): the route's 400, its message and body
+                raise rpc.RpcError(rpc.INVALID_PARAMS, message, data=body or None)
+            retry = headers.get("retry-after", "")
+            raise rpc.unavailable(message, body, status, int(retry) if retry.isdigit() else None)
         if entry_id is None:
             return {"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}
         entries = payload.get("entries") if isinstance(payload, dict) else None
@@ -332,6 +349,12 @@ class McpServer:
     def _raise_refusal(self) -> Response:
         assert self._refusal is not None
         raise self._refusal
+
+
+def _invalid_arguments(message: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """The ``isError`` result of a call refused before its tool (arguments its schema rules out)."""
+    error = {"error": "mcp_invalid_params", "message": message, "detail": detail}
+    return {"content": [{"type": "text", "text": message}], "structuredContent": error, "isError": True}
 
 
 def _accepted() -> Response:
