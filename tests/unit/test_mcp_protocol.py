@@ -714,7 +714,7 @@ def _captured(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[dict[str
 def test_a_failing_service_is_an_error_result_with_the_rest_body_never_silent(
     world: World, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
-    """Glue throttling past the client's retries (GET /tables: a 500), the playbook snapshot
+    """Glue throttling past the client's retries (GET /tables: 503 Retry-After), the playbook snapshot
     unreadable (GET /playbooks: 503 Retry-After), SQS refusing (POST /log: 503 Retry-After): over MCP
     the call is ``isError`` with the REST message and body (plus ``retry_after_s``), and its op record
     is the REST one but for ``source``; when SQS itself refuses, both records are logged and counted
@@ -738,7 +738,7 @@ def test_a_failing_service_is_an_error_result_with_the_rest_body_never_silent(
     retry = rest["multiValueHeaders"].get("Retry-After")
     expected = {**rest_body, "retry_after_s": int(retry[0])} if retry else rest_body
     assert result["structuredContent"] == expected
-    assert ("retry_after_s" in expected) is (fault != "glue throttling")  # 503s say when to retry
+    assert rest["statusCode"] == 503 and "retry_after_s" in expected  # transient: says when to retry
     if fault == "sqs refuses the log":
         assert world.records() == []  # the queue is down: neither record is silently dropped
         assert counted.count("ObservationsLost") == 2

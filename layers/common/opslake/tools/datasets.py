@@ -19,7 +19,7 @@ from cachetools import TTLCache
 from pydantic import BaseModel, ConfigDict, Field
 
 from opslake.datasets.staffing import AVAILABILITY, PLACEMENTS, WORKERS
-from opslake.errors import BadRequestError, NotFoundError
+from opslake.errors import BadGatewayError, BadRequestError, NotFoundError, ServiceUnavailableError
 from opslake.http.bodies import parse_body
 from opslake.query.api import ApiQueryConfig, run_query
 from opslake.query.base import QueryEngine
@@ -75,6 +75,25 @@ def table_info(table: dict[str, Any]) -> TableInfo:
     )
 
 
+#: Glue's error codes for a failure that passes (throttling, its own faults, its own timeout).
+GLUE_TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "InternalServiceException",
+        "OperationTimeoutException",
+    }
+)
+
+
+class CatalogUnavailableError(ServiceUnavailableError):
+    code = "catalog_unavailable"
+
+
+class CatalogFailedError(BadGatewayError):
+    code = "catalog_failed"
+
+
 class TableCatalog:
     """The allowlisted tables as Glue describes them, cached briefly per container.
 
@@ -88,10 +107,13 @@ class TableCatalog:
         database: str,
         allowed: list[str],
         cache: MutableMapping[str, dict[str, TableInfo]] | None = None,
+        *,
+        retry_after_s: int = 5,
     ) -> None:
         self._glue = glue
         self.database = database
         self.allowed = list(allowed)
+        self.retry_after_s = retry_after_s
         self._cache = cache if cache is not None else TTLCache(maxsize=1, ttl=TABLES_CACHE_TTL_S)
         self._lock = threading.Lock()  # cachetools' caches are not thread-safe (the local stack's are)
 
@@ -107,10 +129,33 @@ class TableCatalog:
                 table = self._glue.get_table(DatabaseName=self.database, Name=name)["Table"]
             except self._glue.exceptions.EntityNotFoundException:
                 continue
+            except Exception as exc:
+                raise self._catalog_error(exc) from exc
             found[name] = table_info(table)
         with self._lock:
             self._cache[self.database] = found
         return found
+
+    def _catalog_error(self, exc: Exception) -> Exception:
+        """Glue's failure as an answer (botocore has spent its retries): throttling, Glue's own errors
+        and an unreachable endpoint are a 503 with ``Retry-After``; anything else it refused (a
+        permission, a missing database) a 502 naming the error. Other exceptions stay what they are."""
+        from botocore.exceptions import BotoCoreError, ClientError  # loaded with the client anyway
+
+        if isinstance(exc, ClientError):
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in GLUE_TRANSIENT_CODES:
+                return CatalogUnavailableError(
+                    f"the table catalog (Glue) is not answering right now ({code}); retry shortly",
+                    retry_after_s=self.retry_after_s,
+                )
+            return CatalogFailedError(f"the table catalog (Glue) refused the read: {code}: {exc}"[:500])
+        if isinstance(exc, BotoCoreError):
+            return CatalogUnavailableError(
+                f"the table catalog (Glue) could not be reached ({type(exc).__name__}); retry shortly",
+                retry_after_s=self.retry_after_s,
+            )
+        return exc
 
     def table(self, name: str) -> TableInfo:
         """One table; 404 listing the available ones when it is not allowlisted or not in Glue."""
