@@ -248,13 +248,14 @@ async def _agent(
         http.event_hooks["response"].append(status)
         connect_started = time.perf_counter()
         try:
-            async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:  # type: ignore[arg-type]
+            async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
                 result.connects.append(time.perf_counter() - connect_started)
                 while time.time() < stop_at:
                     n += 1
                     kind = rng.choices(kinds, weights)[0]
                     tool, arguments = arguments_for(kind, rng, result.session, n)
                     sent["trace"] = None
+                    error_type: str | None
                     started = time.perf_counter()
                     try:
                         with anyio.fail_after(timeout_s):
@@ -531,14 +532,14 @@ def main() -> None:
         mismatches: list[str] = []
         transport_recorded = Counter[int]()
         for call in calls:
-            mine = by_trace.get(("mcp", call.trace), []) if call.trace else []
+            records = by_trace.get(("mcp", call.trace), []) if call.trace else []
             if call.outcome == "transport" or (call.outcome == "jsonrpc" and call.tool in BY_NAME):
-                transport_recorded[len(mine)] += 1  # the server may or may not have run it
+                transport_recorded[len(records)] += 1  # the server may or may not have run it
                 continue
             checked += 1
-            if not mine:
+            if not records:
                 lost += 1
-            elif len(mine) > 1:
+            elif len(records) > 1:
                 duplicated += 1
             want = (
                 expected_endpoint(call),
@@ -546,7 +547,7 @@ def main() -> None:
                 "mcp_unknown_tool" if call.outcome == "jsonrpc" else call.error_type,
                 session_of[call.trace],
             )
-            for row in mine:
+            for row in records:
                 got = (row["endpoint"], row["success"], row["error_type"], row["session_id"])
                 if got != want:
                     mismatched += 1
