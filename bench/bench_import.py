@@ -46,7 +46,7 @@ HANDLERS = [
     "functions/gateway/search.py",
     # The MCP handler imports a tool's handler on its first call, /ask its prompts and guard on its
     # first question: their import is the cold start the issue's ratio to /health is about.
-    "functions/gateway/mcp.py",
+    "functions/gateway/mcp_http.py",
     "functions/gateway/ask.py",
 ]
 LOADER = """

@@ -190,10 +190,6 @@ def client_run(
 ) -> ClientResult:
     """One agent: connects the SDK's client, then calls tools one after the other until ``stop_at``;
     a transport error or a timeout ends the connection and the agent connects again."""
-    # A spawned process starts with its parent's sys.path, to which the in-process invoker
-    # (--containers 0) prepends the functions' code directories: functions/gateway/mcp.py would
-    # shadow the SDK's ``mcp`` package here.
-    sys.path[:] = [p for p in sys.path if not Path(p or ".").resolve().is_relative_to(ROOT / "functions")]
     import anyio
 
     result = ClientResult(session=f"mcp-load-{seed}-c{index}")

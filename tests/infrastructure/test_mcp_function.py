@@ -56,7 +56,7 @@ def test_mcp_routes_are_keyed_and_the_function_has_its_log_group(
     assert all(
         e["Properties"].get("Auth", {}).get("ApiKeyRequired", True) for e in function["Events"].values()
     )
-    assert function["Handler"] == "mcp.handler"
+    assert function["Handler"] == "mcp_http.handler"
     log_group = resources["McpFunctionLogGroup"]["Properties"]
     assert log_group["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${McpFunction}"}
     # A tool call runs inside this function: it needs the longest any tool route is given.

@@ -86,7 +86,7 @@ def test_mcp_initialize_and_tools_list_import_no_tools_engine_guard_or_model_cli
             sys.executable,
             "-c",
             MCP_PROBE,
-            str(ROOT / "functions/gateway/mcp.py"),
+            str(ROOT / "functions/gateway/mcp_http.py"),
             str(ROOT / "events/mcp_post.json"),
         ],
         capture_output=True,

@@ -171,7 +171,7 @@ def test_stats_502_when_the_engine_fails_the_query(handler_with: Callable[..., A
 # ---- GET /profile/{agent_id} -------------------------------------------------------------------
 def test_profile_200(handler_with: Callable[..., Any]) -> None:
     engine = FakeEngine(_profile_result())
-    answer = handler_with("functions/observer/profile.py", engine)(load_event("profile_get.json"))
+    answer = handler_with("functions/observer/agent_profile.py", engine)(load_event("profile_get.json"))
     assert answer["statusCode"] == 200
     body = answer["json"]
     assert (body["agent_id"], body["ops"], body["successes"], body["failures"]) == ("agent-7", 3, 2, 1)
@@ -189,14 +189,14 @@ def test_profile_200(handler_with: Callable[..., Any]) -> None:
 def test_profile_reads_the_decoded_path_parameter_and_escapes_it(handler_with: Callable[..., Any]) -> None:
     engine = FakeEngine(_profile_result())
     event = _event("profile_get.json", query={"hours": "3"}, path_params={"agent_id": "o'brien"})
-    answer = handler_with("functions/observer/profile.py", engine)(event)
+    answer = handler_with("functions/observer/agent_profile.py", engine)(event)
     assert answer["statusCode"] == 200
     assert answer["json"]["agent_id"] == "o'brien"
     assert "agent_id = 'o''brien'" in engine.sql[0]
 
 
 def test_profile_404_for_an_agent_without_ops(handler_with: Callable[..., Any]) -> None:
-    invoke = handler_with("functions/observer/profile.py", FakeEngine(_profile_result(ops=0)))
+    invoke = handler_with("functions/observer/agent_profile.py", FakeEngine(_profile_result(ops=0)))
     answer = invoke(_event("profile_get.json", query={"hours": "48"}, path_params={"agent_id": "ghost"}))
     assert answer["statusCode"] == 404
     assert answer["json"]["error"] == "not_found"
@@ -211,7 +211,7 @@ def test_profile_400_for_a_bad_agent_id_or_window(
 ) -> None:
     engine = FakeEngine()
     event = _event("profile_get.json", query={"hours": hours}, path_params={"agent_id": agent_id})
-    answer = handler_with("functions/observer/profile.py", engine)(event)
+    answer = handler_with("functions/observer/agent_profile.py", engine)(event)
     assert answer["statusCode"] == 400
     assert engine.sql == []
 
@@ -220,7 +220,7 @@ def test_profile_503_when_athena_throttles(handler_with: Callable[..., Any]) -> 
     from opslake.query.base import QueryError
 
     invoke = handler_with(
-        "functions/observer/profile.py", FakeEngine(QueryError("Athena is throttling requests"))
+        "functions/observer/agent_profile.py", FakeEngine(QueryError("Athena is throttling requests"))
     )
     answer = invoke(load_event("profile_get.json"))
     assert answer["statusCode"] == 503
@@ -239,7 +239,7 @@ print(type(engine).__name__, ",".join(heavy))
 """
 
 
-@pytest.mark.parametrize("handler", ["functions/observer/stats.py", "functions/observer/profile.py"])
+@pytest.mark.parametrize("handler", ["functions/observer/stats.py", "functions/observer/agent_profile.py"])
 def test_handler_and_its_athena_engine_import_nothing_heavy(handler: str) -> None:
     env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT / "layers/common")}
     result = subprocess.run(

@@ -800,7 +800,7 @@ def test_a_tool_without_arguments_refuses_one_naming_it_as_its_schema_says(world
 
 # ---- helpers ------------------------------------------------------------------------------------------
 def _load_gateway(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
-    """functions/gateway/mcp.py and, through its loader, every tool module (nothing connects:
+    """functions/gateway/mcp_http.py and, through its loader, every tool module (nothing connects:
     clients are built on first use)."""
     from opslake.config import get_settings
 
@@ -812,7 +812,7 @@ def _load_gateway(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
-    path = ROOT / "functions" / "gateway" / "mcp.py"
+    path = ROOT / "functions" / "gateway" / "mcp_http.py"
     name = f"unit_mcp_handler_{datetime.now(UTC).timestamp():.0f}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None

@@ -4,6 +4,10 @@ This resolver is not observed: each ``tools/call`` is answered by the tool's own
 (its handler module next to this one, imported on the tool's first call), which records it as it
 records the REST call, with ``source`` "mcp" (see :mod:`opslake.tools.mcp`). GET and DELETE /mcp
 answer 405: there is no SSE stream and no session.
+
+Named ``mcp_http``, not ``mcp``: the code directory is on ``sys.path`` wherever the handler runs (Lambda's
+``/var/task``, the local stack's process), and a module ``mcp`` there would shadow the MCP SDK's package
+(tests/infrastructure/test_handler_names.py).
 """
 
 from __future__ import annotations
