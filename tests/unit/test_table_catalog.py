@@ -73,3 +73,16 @@ def test_a_missing_table_is_skipped_and_the_rest_listed() -> None:
         stub.add_response("get_table", TABLE)
         found = TableCatalog(client, "lake", ["placements", "workers"]).tables()
     assert list(found) == ["workers"]
+
+
+def test_a_missing_database_is_a_502_naming_it_not_an_empty_catalog() -> None:
+    """Glue answers GetTable in a database that does not exist with the same EntityNotFoundException
+    as a missing table ("Database lake not found."): every table was skipped, so a misconfigured
+    database was an empty catalog (GET /tables [], /ask 'available tables: (none)'), not a 502."""
+    client = glue()
+    with Stubber(client) as stub:
+        stub.add_client_error("get_table", "EntityNotFoundException", "Database lake not found.")
+        with pytest.raises(BadGatewayError) as raised:
+            TableCatalog(client, "lake", ["workers"]).tables()
+    assert (raised.value.status, raised.value.code) == (502, "catalog_failed")
+    assert "lake" in raised.value.message and "not found" in raised.value.message

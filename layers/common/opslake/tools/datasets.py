@@ -127,7 +127,13 @@ class TableCatalog:
         for name in self.allowed:
             try:
                 table = self._glue.get_table(DatabaseName=self.database, Name=name)["Table"]
-            except self._glue.exceptions.EntityNotFoundException:
+            except self._glue.exceptions.EntityNotFoundException as exc:
+                # Glue says so for a missing database too ("Database x not found."): every table
+                # would be skipped and a misconfigured database read as an empty catalog.
+                if str(exc.response.get("Error", {}).get("Message", "")).startswith("Database "):
+                    raise CatalogFailedError(
+                        f"the table catalog (Glue) has no database {self.database!r}: {exc}"[:500]
+                    ) from exc
                 continue
             except Exception as exc:
                 raise self._catalog_error(exc) from exc
