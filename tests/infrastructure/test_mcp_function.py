@@ -35,7 +35,7 @@ def test_each_tools_route_is_served_by_the_function_whose_handler_mcp_loads(
     function = functions[_function_of(tool)]
     assert (tool.method, tool.route) in _routes(function)
     assert function["Handler"] == f"{tool.module}.handler"
-    # mcp.py loads functions/gateway/<module>.py next to itself: the file must be in its package.
+    # mcp_http.py loads functions/gateway/<module>.py next to itself: the file must be in its package.
     assert function["CodeUri"] == functions["McpFunction"]["CodeUri"]
 
 
