@@ -71,6 +71,7 @@ TOOL_FIELDS = (
     "role", "state", "city", "need", "count", "skills", "certifications", "availability",
     "min_rating", "max_rate", "sql", "limit", "operation", "approach", "result", "context",
     "task_class", "endpoint", "hours", "ops", "q", "sources", "question", "tables", "op_id", "entry_id",
+    "format",
 )  # fmt: skip
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 #: The normalizer's placeholders (``<num>``, ``<str>``, shown as ``{num}``) and route parameters.
