@@ -2,23 +2,27 @@
 
 Every answer carries an ``ETag`` (a hash of the body, so it changes whenever the snapshot or the
 selection does); a request whose ``If-None-Match`` names it gets ``304 Not Modified`` and no body.
+
+The same selection is servable as Markdown (``text/markdown``, grouped by endpoint and trigger, as
+``opslake playbooks export`` writes it): with ``?format=md``, or an ``Accept`` header that prefers
+``text/markdown`` to ``application/json``. JSON stays the default and nothing is refused (no 406).
 """
 
 import hashlib
 import json
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler import Response, content_types
 
 from opslake import runtime
 from opslake.config import get_settings
 from opslake.errors import ServiceUnavailableError
 from opslake.http.bodies import parse_query
-from opslake.http.responses import json_response
 from opslake.ingest.observe import summarize
 from opslake.models.playbooks import PlaybookSnapshot
 from opslake.models.tools import PlaybooksQuery
 from opslake.tools.app import create_tool_app
+from opslake.tools.playbook_markdown import render_entries
 from opslake.tools.snapshots import SnapshotUnavailableError, playbook_snapshot
 
 settings = get_settings()
@@ -27,6 +31,7 @@ app = create_tool_app()
 
 
 snapshot = playbook_snapshot(lambda: runtime.client("s3"), settings)
+MARKDOWN = "text/markdown; charset=utf-8"
 
 
 def etag_of(body: str) -> str:
@@ -42,6 +47,38 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
     return any(tag == "*" or tag.removeprefix("W/") == etag for tag in tags)
 
 
+def media_q(accept: str, media_type: str) -> float:
+    """The quality ``accept`` (an ``Accept`` header) gives ``media_type``: that of its most specific
+    matching range (``type/subtype`` over ``type/*`` over ``*/*``), 0 when none matches."""
+    kind = media_type.split("/")[0]
+    best: tuple[int, float] = (-1, 0.0)
+    for item in accept.split(","):
+        parts = [part.strip() for part in item.split(";")]
+        media = parts[0].lower()
+        specificity = {media_type: 2, f"{kind}/*": 1, "*/*": 0}.get(media)
+        if specificity is None or specificity < best[0]:
+            continue
+        q = 1.0
+        for param in parts[1:]:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = min(max(float(value), 0.0), 1.0)
+                except ValueError:
+                    q = 0.0
+        best = (specificity, q)
+    return best[1]
+
+
+def wants_markdown(query_format: str | None, accept: str | None) -> bool:
+    """``?format=`` decides; else Markdown only when ``Accept`` ranks it above JSON (a tie is JSON)."""
+    if query_format is not None:
+        return query_format == "md"
+    if not accept:
+        return False
+    return media_q(accept, "text/markdown") > media_q(accept, "application/json")
+
+
 @app.get("/playbooks")
 def get_playbooks() -> Response:
     query = parse_query(PlaybooksQuery, app.current_event.query_string_parameters)
@@ -51,30 +88,40 @@ def get_playbooks() -> Response:
         raise ServiceUnavailableError(
             "playbooks cannot be read right now; retry shortly", retry_after_s=settings.queue_retry_after_s
         ) from exc
-    answer: dict[str, Any]
-    served_ids = ""
-    if current is None:
-        summary = "0 entries (no snapshot yet)"
-        answer = {"entries": [], "generated_at": None}
-    else:
-        entries = current.select(
+    markdown = wants_markdown(query.format, app.current_event.headers.get("accept"))
+    entries = (
+        []
+        if current is None
+        else current.select(
             endpoint=query.endpoint,
             task_class=query.task_class,
             q=query.q,
             entry_id=query.entry_id,  # one entry (an MCP resources/read): still only an active one
             limit=query.limit,
         )
-        summary = f"{len(entries)} entries"
-        answer = {"entries": [e.served() for e in entries], "generated_at": current.generated_at.isoformat()}
-        # which agent read which entries: the consolidator measures an entry on its readers
-        served_ids = ",".join(e.entry_id for e in entries)
-    etag = etag_of(json.dumps(answer, separators=(",", ":"), default=str))
-    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    )
+    generated_at = current.generated_at.isoformat() if current is not None else None
+    summary = f"{len(entries)} entries" if current is not None else "0 entries (no snapshot yet)"
+    # which agent read which entries: the consolidator measures an entry on its readers
+    served_ids = ",".join(e.entry_id for e in entries)
+    if markdown:
+        body = f"# Playbook entries (generated {generated_at or 'never: no snapshot yet'})\n\n"
+        body += render_entries(entries)
+    else:
+        answer: dict[str, Any] = {"entries": [e.served() for e in entries], "generated_at": generated_at}
+        body = json.dumps(answer, separators=(",", ":"), default=str)
+    etag = etag_of(body)
+    # Vary: a cache must not answer a Markdown request with the JSON it kept, nor the reverse
+    headers = {"ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept"}
+    answer_format = "md" if markdown else "json"
     if etag_matches(app.current_event.headers.get("if-none-match"), etag):
-        summarize(app, f"not modified ({summary})", not_modified=True, entry_ids=served_ids)
+        summary = f"not modified ({summary})"
+        summarize(app, summary, not_modified=True, entry_ids=served_ids, format=answer_format)
         return Response(status_code=304, body="", headers=headers)
-    summarize(app, summary, entry_ids=served_ids)
-    return json_response(200, answer, headers)
+    summarize(app, summary, entry_ids=served_ids, format=answer_format)
+    if markdown:
+        return Response(status_code=200, content_type=MARKDOWN, body=body, headers=headers)
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
 
 
 handler = runtime.api_handler(app)

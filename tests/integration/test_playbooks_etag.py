@@ -107,3 +107,93 @@ def test_etag_without_a_snapshot(aws: Aws, playbooks: tuple[ModuleType, Callable
     status, headers, body = get()
     assert status == 200 and json.loads(body) == {"entries": [], "generated_at": None}
     assert get(headers={"If-None-Match": headers["etag"]})[:3:2] == (304, "")
+
+
+# ---- Markdown (issue 16: the same content servable as Markdown) ------------------------------------
+MARKDOWN = "text/markdown; charset=utf-8"
+
+
+def test_format_md_serves_the_same_selection_as_markdown(
+    aws: Aws, playbooks: tuple[ModuleType, Callable[..., Answer]]
+) -> None:
+    _put(aws, SNAPSHOT)
+    _, get = playbooks
+    status, json_headers, _ = get()
+    assert status == 200 and json_headers["content-type"] == "application/json"
+    assert json_headers["vary"] == "Accept"  # the answer depends on Accept: caches must key on it
+
+    status, headers, text = get({"format": "md"})
+    assert status == 200 and headers["content-type"] == MARKDOWN and headers["vary"] == "Accept"
+    assert text.startswith("# Playbook entries (generated 2026-11-21T10:00:00+00:00)\n")
+    assert "## `/sql`" in text and "### When before a" in text and "- **Do** filter on dt first" in text
+    assert text.index("`a`") < text.index("`b`")  # the same order: most confident first
+    assert "evidence 3 ops" in text
+    etag = headers["etag"]
+    assert etag != json_headers["etag"]  # an ETag of the Markdown body itself
+    assert get({"format": "md", "limit": "1"})[2].count("- **Do**") == 1  # the same selection
+
+    status, headers, text = get({"format": "md"}, {"If-None-Match": etag})
+    assert (status, text, headers["etag"], headers["vary"]) == (304, "", etag, "Accept")
+    assert get({"format": "md"}, {"If-None-Match": json_headers["etag"]})[0] == 200
+
+    ops = _records(aws)
+    assert [op.attributes["format"] for op in ops] == ["json", "md", "md", "md", "md"]
+    assert {op.attributes["entry_ids"] for op in ops} == {"a,b", "a"}
+    assert ops[3].attributes["not_modified"] == "true" and ops[3].attributes["entry_ids"] == "a,b"
+
+
+@pytest.mark.parametrize(
+    ("accept", "query", "expected"),
+    [
+        ("text/markdown", None, "md"),
+        ("application/json;q=0.5, text/markdown", None, "md"),
+        ("text/*", None, "md"),
+        ("text/markdown, application/json", None, "json"),  # a tie: JSON, the default
+        ("application/json", None, "json"),
+        ("*/*", None, "json"),
+        ("text/markdown;q=0, */*", None, "json"),
+        ("image/png", None, "json"),  # nothing acceptable: still JSON, never a 406
+        ("text/markdown;q=bad", None, "json"),
+        ("text/markdown", {"format": "json"}, "json"),  # ?format= wins over Accept
+        ("application/json", {"format": "md"}, "md"),
+    ],
+)
+def test_accept_negotiation(
+    aws: Aws,
+    playbooks: tuple[ModuleType, Callable[..., Answer]],
+    accept: str,
+    query: dict[str, str] | None,
+    expected: str,
+) -> None:
+    _put(aws, SNAPSHOT)
+    _, get = playbooks
+    status, headers, body = get(query, {"Accept": accept})
+    assert status == 200
+    assert headers["content-type"] == (MARKDOWN if expected == "md" else "application/json")
+    assert body.startswith("# Playbook entries") if expected == "md" else json.loads(body)["entries"]
+    assert _records(aws)[0].attributes["format"] == expected
+
+
+def test_an_unknown_format_is_a_400(aws: Aws, playbooks: tuple[ModuleType, Callable[..., Answer]]) -> None:
+    _put(aws, SNAPSHOT)
+    status, _, body = playbooks[1]({"format": "xml"})
+    assert status == 400 and "format" in json.loads(body)["message"]
+
+
+def test_markdown_escapes_agent_written_text(
+    aws: Aws, playbooks: tuple[ModuleType, Callable[..., Answer]]
+) -> None:
+    hostile = _entry(
+        "h", 0.9, trigger="see [docs](https://evil.example)", action="<img src=x onerror=alert(1)>"
+    )
+    _put(aws, {**SNAPSHOT, "entries": [hostile]})
+    _, _, text = playbooks[1]({"format": "md"})
+    assert "\\[docs\\](https://evil.example)" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "<img" not in text and "[docs](" not in text
+
+
+def test_markdown_without_a_snapshot(aws: Aws, playbooks: tuple[ModuleType, Callable[..., Answer]]) -> None:
+    status, headers, text = playbooks[1]({"format": "md"})
+    assert status == 200 and headers["content-type"] == MARKDOWN
+    assert text == "# Playbook entries (generated never: no snapshot yet)\n\nNo active playbook entries.\n"
+    assert playbooks[1]({"format": "md"}, {"If-None-Match": headers["etag"]})[0] == 304

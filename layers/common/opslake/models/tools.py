@@ -58,6 +58,11 @@ class PlaybooksQuery(BaseModel):
     q: Text = Field(default=None, description="words that must all appear in the trigger or action")
     entry_id: Text = Field(default=None, description="only this entry (when it is active)")
     limit: Annotated[int, Field(ge=1, le=50)] = 10
+    format: Literal["json", "md"] | None = Field(
+        default=None,
+        description="md: the entries as Markdown, grouped by endpoint and trigger (default: JSON, or "
+        "Markdown when the Accept header prefers text/markdown)",
+    )
 
 
 class WorkerArgs(BaseModel):
