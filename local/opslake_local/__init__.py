@@ -15,6 +15,13 @@ __all__, __getattr__ = lazy_exports(
         "drain": ("BackgroundDrainer", "Drainer", "DrainResult", "drain_once"),
         "http": ("LocalApi",),
         "invoke": ("FunctionError", "Invoker", "LambdaContext"),
+        "playbook_export": (
+            "ExportError",
+            "agents_block",
+            "update_agents_md",
+            "upsert_block",
+            "write_skill_folder",
+        ),
         "stack": ("ApiKey", "LocalStack"),
         "template": ("Template", "TemplateError", "find_template"),
     },

@@ -198,6 +198,40 @@ def cmd_playbooks_retire(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_playbooks_export(args: argparse.Namespace) -> int:
+    """Write the active entries as an Agent Skills folder DIR/NAME (replacing the previous export of
+    that name), and the AGENTS.md block pointing to it: into --agents-md, or printed."""
+    from pathlib import Path
+
+    from opslake.jobs.consolidator import read_entries
+    from opslake.tools.playbook_markdown import skill_files, validate_name
+    from opslake_local.playbook_export import ExportError, agents_block, update_agents_md, write_skill_folder
+
+    try:
+        validate_name(args.name)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
+    settings, s3, where = _playbooks_target(args)
+    entries = [e for e in read_entries(_consolidator_state(settings, s3)) if e.status == "active"]
+    files = skill_files(entries, name=args.name, generated_at=datetime.now(UTC))
+    try:
+        folder = write_skill_folder(Path(args.directory), args.name, files)
+        if args.agents_md:
+            update_agents_md(Path(args.agents_md), folder / "SKILL.md", len(entries))
+    except (ExportError, OSError) as exc:
+        raise CliError(str(exc)) from exc
+    print(
+        f"exported {len(entries)} active entries from the {where} to {folder}"
+        f" (SKILL.md, {len(files) - 1} reference files)"
+    )
+    if args.agents_md:
+        print(f"updated the opslake block in {args.agents_md}")
+    else:
+        block = agents_block((folder / "SKILL.md").as_posix(), len(entries))
+        print(f"\nadd this to your AGENTS.md (or rerun with --agents-md PATH):\n\n{block}")
+    return 0
+
+
 def add_playbooks(commands: Commands) -> None:
     playbooks = commands.add_parser(
         "playbooks", help="playbook entries (local stack, or --aws)"
@@ -222,6 +256,19 @@ def add_playbooks(commands: Commands) -> None:
     retire.add_argument("entry_id")
     aws_options(retire, "usage plan")
     retire.set_defaults(func=cmd_playbooks_retire)
+    export = playbooks.add_parser(
+        "export", help="write the active entries as an Agent Skills folder (DIR/NAME/SKILL.md) for agents"
+    )
+    export.add_argument("directory", metavar="DIR", help="where the skill folder goes (e.g. .agents/skills)")
+    export.add_argument("--name", default="opslake-playbook", help="the skill's name and folder name")
+    export.add_argument(
+        "--agents-md",
+        metavar="PATH",
+        default=None,
+        help="insert or replace the opslake block in this AGENTS.md",
+    )
+    aws_options(export, "lake")
+    export.set_defaults(func=cmd_playbooks_export)
 
 
 # ---- dataset ------------------------------------------------------------------------------------
