@@ -78,7 +78,8 @@ def test_each_entry_carries_its_id_and_counts() -> None:
     bullet = lines.index("- **Do** Use the column hourly_rate of workers")
     assert lines[bullet + 1] == (
         "  `pb_m` · confidence 0.80 · evidence 3 ops · 2 reporters · 3 agents · task `staffing_search`"
-        " · corrections 2 for · 0 against · failure rate 18.6 % before → 2.9 % after (readers, 120 ops after)"
+        " · corrections 2 for · 0 against"
+        " · failure rate 18.6 % before → 2.9 % after (readers, 120 ops after)"
     )
 
 
@@ -87,14 +88,15 @@ def test_fields_of_later_models_are_one_more_fact() -> None:
     later = entry("pb_x").model_copy(
         update={
             "helpful_count": 2, "harmful_count": 0, "holdout_rate": 0.237, "treatment_rate": 0.075,
-            "effect": 0.162, "effect_low": 0.009, "effect_high": 0.31, "instead_of": "SELECT rate FROM workers",
+            "effect": 0.162, "effect_low": 0.009, "effect_high": 0.31,
+            "instead_of": "SELECT rate FROM workers",
         }
     )  # fmt: skip
     text = render_entries([later])
     assert "**Instead of** SELECT rate FROM workers" in text
-    assert (
-        "helpful 2 · harmful 0 · holdout 23.7 % → treatment 7.5 % (Δ +16.2 pp, 95 % CI +0.9 to +31.0)" in text
-    )
+    expected = "helpful 2 · harmful 0 · holdout 23.7 % → treatment 7.5 %"
+    expected += " (Δ +16.2 pp, 95 % CI +0.9 to +31.0)"
+    assert expected in text
 
 
 HOSTILE = [

@@ -6,9 +6,10 @@ datasets (ranking in ``matching``); ``snapshots`` serves S3 objects the jobs pub
 LLM state) from a per-container cache; ``playbook_markdown`` writes active playbook entries as
 Markdown (``GET /playbooks?format=md``, ``opslake playbooks export``); ``search`` answers ``POST /search``
 (a SQL prefilter, then the BM25 of ``bm25``); ``ask`` answers ``POST /ask`` (a model plans SQL over
-the catalog, ``sql`` runs it, the model answers from the rows, ``grounding`` checks the answer against them; prompts in
-``ask_prompts``, the model in ``ask_model``); the ``mcp`` package serves every one of these tools over
-``POST /mcp`` (MCP's Streamable HTTP transport) by dispatching each call to the tool's own route.
+the catalog, ``sql`` runs it, the model answers from the rows, ``grounding`` checks the answer against
+them; prompts in ``ask_prompts``, the model in ``ask_model``); the ``mcp`` package serves every one
+of these tools over ``POST /mcp`` (MCP's Streamable HTTP transport) by dispatching each call to the
+tool's own route.
 Names resolve lazily: ``tools.sql`` needs sqlglot, which the other tools' cold starts skip.
 """
 
