@@ -276,3 +276,23 @@ def test_a_malformed_block_is_refused_not_guessed(text: str) -> None:
 
     with pytest.raises(ExportError, match="fix it by hand"):
         upsert_block(text, agents_block("x/SKILL.md", 1))
+
+
+def test_every_bound_holds_and_a_larger_one_shows_no_fewer_entries() -> None:
+    entries = [
+        entry(
+            f"pb_{i:03}",
+            trigger=f"t{i % 11}",
+            endpoint=[None, "/a", "/b", "/c"][i % 4],
+            confidence=(i % 7) / 7,
+        )
+        for i in range(80)
+    ]
+    shown_before = 0
+    for bound in range(40, 420, 7):
+        skill = skill_files(entries, name="n", generated_at=NOW, max_body_lines=bound)["SKILL.md"]
+        assert len(skill.splitlines()) <= bound
+        shown = len(re.findall(r"`pb_\d+`", skill))
+        assert shown >= shown_before
+        shown_before = shown
+    assert shown_before == 80  # in the end all: no trigger has more than 3

@@ -293,13 +293,20 @@ def skill_files(
         return lines
 
     # round by round (every trigger's best entry, then every second best, ...), so each endpoint gets
-    # its most confident advice before any gets its third; until the body would overflow
+    # its most confident advice before any gets its third; until the body would overflow. The count
+    # follows body()'s layout: a trigger's first entry adds its heading, a blank line around and the
+    # entry's 2 lines, a later one 2 lines; a group whose last entry joins loses its link (2 lines).
     chosen: set[str] = set()
-    ranked = [found[rank] for rank in range(ENTRIES_PER_TRIGGER) for _, triggers in groups
-              for _, found in triggers if rank < len(found)]  # fmt: skip
-    for entry in ranked:
-        if len(body(chosen | {entry.entry_id})) > max_body_lines:
+    lines = len(head) + sum(4 for _ in groups)
+    left = {endpoint: sum(len(found) for _, found in triggers) for endpoint, triggers in groups}
+    ranked = [(endpoint, found[rank], rank) for rank in range(ENTRIES_PER_TRIGGER)
+              for endpoint, triggers in groups for _, found in triggers if rank < len(found)]  # fmt: skip
+    for endpoint, entry, rank in ranked:
+        added = (5 if rank == 0 else 2) - (2 if left[endpoint] == 1 else 0)
+        if lines + added > max_body_lines:
             break
+        lines += added
+        left[endpoint] -= 1
         chosen.add(entry.entry_id)
     files = {"SKILL.md": "\n".join(body(chosen)).rstrip("\n") + "\n"}
     for endpoint, triggers in groups:
