@@ -40,7 +40,7 @@ from opslake.models.playbooks import PlaybookSnapshot
 from opslake.models.tools import LogRequest, NoArgs, PlaybooksQuery, SqlRequest, TableArgs, WorkerArgs
 from opslake.tools.datasets import WORKER_ID, TableCatalog, validate_worker_id
 from opslake.tools.mcp import protocol as rpc
-from opslake.tools.mcp.dispatch import synthesize
+from opslake.tools.mcp.dispatch import synthesize, tool_result
 from opslake.tools.mcp.registry import BY_NAME, TOOLS, ToolSpec
 from opslake.tools.mcp.server import McpServer
 from opslake.tools.snapshots import SnapshotUnavailableError
@@ -947,3 +947,20 @@ def test_header_names_are_case_insensitive(world: World) -> None:
         {"jsonrpc": "2.0", "id": 6, "method": "ping"}, headers={"MCP-PROTOCOL-VERSION": "1999-01-01"}
     )
     assert (status, body["error"]["code"]) == (400, t.UNSUPPORTED_PROTOCOL_VERSION)
+
+
+def test_a_text_answer_is_text_only_without_a_made_up_structure() -> None:
+    """``playbooks`` with ``format: "md"`` answers Markdown, not JSON: the result is that text, with no
+    ``structuredContent`` (it said ``{"result": null}``); a JSON answer keeps its object."""
+    markdown = "## /sql\n\n- **Do** describe the table first\n"
+    answer = {
+        "statusCode": 200,
+        "body": markdown,
+        "headers": {"Content-Type": "text/markdown; charset=utf-8"},
+    }
+    result = tool_result(answer, "playbooks")
+    assert result == {"content": [{"type": "text", "text": markdown}], "isError": False}
+    _wire(t.CallToolResult, result)
+    json_answer = {"statusCode": 200, "body": '{"entries": []}'}
+    assert tool_result(json_answer)["structuredContent"] == {"entries": []}
+    assert tool_result({"statusCode": 200, "body": "[1, 2]"})["structuredContent"] == {"result": [1, 2]}

@@ -141,7 +141,8 @@ def too_large(name: str, size: int) -> dict[str, Any]:
 
 def tool_result(answer: dict[str, Any], name: str = "tool's") -> dict[str, Any]:
     """A REST answer as a ``CallToolResult``: on success the JSON as text and as
-    ``structuredContent``; a 4xx/5xx is ``isError`` with the REST ``message`` as its text and the
+    ``structuredContent`` (a text answer, such as Markdown, as text only); a 4xx/5xx is ``isError``
+    with the REST ``message`` as its text and the
     REST error body (plus ``retry_after_s`` from ``Retry-After``) as ``structuredContent``.
 
     A success too large for Lambda's 6 MB answer that way (the JSON twice, the text escaped twice)
@@ -156,6 +157,10 @@ def tool_result(answer: dict[str, Any], name: str = "tool's") -> dict[str, Any]:
         if "retry-after" in headers and headers["retry-after"].isdigit():
             error = {**error, "retry_after_s": int(headers["retry-after"])}
         return {"content": [{"type": "text", "text": message}], "structuredContent": error, "isError": True}
+    if payload is None and text:  # a text answer (GET /playbooks?format=md): no structure to offer
+        result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
+        size = carried_bytes(result)
+        return result if size <= MAX_RESULT_BYTES else too_large(name, size)
     structured = payload if isinstance(payload, dict) else {"result": payload}
     content = [{"type": "text", "text": text or json.dumps(structured)}]
     result = {"content": content, "structuredContent": structured, "isError": False}
