@@ -40,6 +40,8 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +153,14 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _rss_mb(pid: int) -> float:
+    """Resident memory of a process in MB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def _percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
@@ -159,7 +169,7 @@ def _percentile(values: list[float], share: float) -> float:
 def measured_drainer(drainer: Any) -> Any:
     """A subclass of the stack's ``Drainer`` (of whichever checkout is on the path: hence built from
     the class, not imported) that times each writer batch and the age of its oldest message:
-    ``batches`` holds (time, messages, ops, busy s, lag s). bench_otlp_load.py uses it too."""
+    ``batches`` holds (time, messages, ops, busy s, lag s). ``load_stack`` runs it."""
 
     class MeasuredDrainer(drainer):
         """The stack's drainer, timing each writer batch and the age of its oldest message."""
@@ -196,43 +206,155 @@ def measured_drainer(drainer: Any) -> Any:
     return MeasuredDrainer
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def load_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every load bench takes: how long, how many clients, and the stack's."""
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--min-ops", type=int, default=100)
-    parser.add_argument("--max-ops", type=int, default=500)
-    parser.add_argument("--max-requests", type=int, default=5000, help="in all, over every client")
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--sample-s", type=float, default=1.0)
     parser.add_argument(
         "--poll-s", type=float, default=0.2, help="the drainer's poll when the queue is empty"
     )
-    parser.add_argument("--services", type=int, default=120, help="AWS API models the texts come from")
     parser.add_argument(
         "--containers",
         type=int,
         default=2,
         help="processes the API's functions run in (opslake_local.containers); 0: in this process",
     )
-    parser.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1])
-    args = parser.parse_args()
-    root = args.code.resolve()
-    sys.path[:0] = [str(root / "layers" / "common"), str(root / "local")]
 
-    import pyarrow.parquet as pq
 
-    import opslake
+class QueueSampler:
+    """The OpsQueue's depth, sampled in a thread every ``every_s`` while the load runs: ``samples``
+    holds (time, visible, in flight), and ``extra()`` after them when ``start`` is given one."""
+
+    def __init__(self, stack: Any, every_s: float) -> None:
+        self.sqs = stack.client("sqs")
+        self.queue_url = stack.queue_url("OpsQueue")
+        self.every_s = every_s
+        self.samples: list[tuple[Any, ...]] = []
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def depth(self) -> tuple[int, int]:
+        """(visible, in flight) now."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]), int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def start(self, extra: Callable[[], float] | None = None) -> None:
+        def sample() -> None:
+            while not self._done.wait(self.every_s):
+                row = (time.time(), *self.depth())
+                self.samples.append((*row, extra()) if extra else row)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+@dataclass
+class LoadStack:
+    """The local stack as a load bench runs it: the API (its functions in ``pool`` or in this
+    process) at ``base_url`` with the API key ``key``, the measured drainer in the background, the
+    scheduler, the queue sampler, and the pids whose CPU and memory are the stack's."""
+
+    stack: Any
+    invoker: Any
+    pool: Any  # a ContainerPool, or None: the functions run in this process
+    base_url: str
+    key: str
+    drainer: Any  # measured_drainer's: ``batches``
+    queue: QueueSampler
+    stack_pids: list[int]
+    poll_s: float
+    services: list[Any]  # stopped in this order (the scheduler, the background drainer, the API)
+    stopped: bool = False
+
+    def cpu_s(self) -> float:
+        return sum(_cpu_s(pid) for pid in self.stack_pids)
+
+    def rss_mb(self) -> float:
+        return sum(_rss_mb(pid) for pid in self.stack_pids)
+
+    def drain(self, timeout_s: float) -> float:
+        """Waits (at most ``timeout_s``) for the queue to empty, lets the drainer's last polls pass and
+        stops the sampler; returns when the queue was empty."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and sum(self.queue.depth()) > 0:
+            time.sleep(0.2)
+        drained_at = time.time()
+        time.sleep(self.poll_s * 2)
+        self.queue.stop()
+        return drained_at
+
+    def run_clients(
+        self,
+        target: Callable[..., Any],
+        arguments: list[tuple[Any, ...]],
+        start_at: float,
+        cpu_from_start: bool = True,
+    ) -> tuple[list[Any], float, float]:
+        """``target(*a)`` for each of ``arguments``, each in its own spawned process (a client waits for
+        ``start_at`` itself): (their results, when the last ended, the stack's CPU seconds meanwhile,
+        from ``start_at``, or from before the processes spawn if not ``cpu_from_start``)."""
+        cpu_before = None if cpu_from_start else self.cpu_s()
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(len(arguments)) as clients:
+            pending = [clients.apply_async(target, a) for a in arguments]
+            if cpu_before is None:
+                time.sleep(max(0.0, start_at - time.time()))
+                cpu_before = self.cpu_s()
+            results = [p.get() for p in pending]
+        ended = time.time()
+        return results, ended, self.cpu_s() - cpu_before
+
+    def read_lake(self, columns: list[str]) -> tuple[list[Any], int]:
+        """Every Parquet object under ``ops/`` read back (``columns`` only), and the count of reject
+        objects under ``rejects/``."""
+        import pyarrow.parquet as pq
+
+        s3 = self.stack.client("s3")
+        tables: list[Any] = []
+        rejects = 0
+        for prefix in ("ops/", "rejects/"):
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.stack.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    if prefix == "rejects/":
+                        rejects += 1
+                        continue
+                    body = s3.get_object(Bucket=self.stack.bucket, Key=item["Key"])["Body"].read()
+                    tables.append(pq.read_table(io.BytesIO(body), columns=columns))
+        return tables, rejects
+
+    def stop(self) -> None:
+        """Stops everything but the stack itself (which stays up for reading the lake back); once."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self.queue.stop()
+        for service in self.services:
+            service.stop()
+        if self.pool is not None:
+            self.pool.close()
+
+
+@contextmanager
+def load_stack(args: argparse.Namespace, root: Path, route: str) -> Iterator[LoadStack]:
+    """The local stack of the checkout at ``root`` as ``opslake local up`` starts it, with the options
+    of ``load_arguments``; ``route``'s function is warmed in each container. Everything but the
+    stack stops on leaving (or at ``stop()``), the stack after that."""
     from opslake_local.drain import BackgroundDrainer, Drainer
     from opslake_local.http import LocalApi
     from opslake_local.schedule import Scheduler
     from opslake_local.stack import QUIET_ENV, LocalStack
-
-    texts = corpus(args.services)
-    print(f"code: {Path(opslake.__file__).parents[3]}")
-    print(f"texts: {len(texts[0])} AWS error shapes, {len(texts[1])} AWS request examples (botocore data)")
-
-    MeasuredDrainer = measured_drainer(Drainer)
 
     # that checkout's template, hence its functions' code too (not the working directory's)
     with LocalStack(root / "template.yaml", env_overrides=QUIET_ENV) as stack:
@@ -242,84 +364,87 @@ def main() -> None:
             from opslake_local.containers import ContainerPool  # not in checkouts before issue 13
 
             pool = ContainerPool(stack, args.containers)
-            pool.warm({r.function for r in stack.template.api_routes() if r.path == "/events"})
+            pool.warm({r.function for r in stack.template.api_routes() if r.path == route})
         api = LocalApi(stack, pool or invoker)
         base_url = api.start()
         print(f"API functions: {f'{args.containers} containers (processes)' if pool else 'in this process'}")
-        drainer = MeasuredDrainer(stack, invoker)
+        drainer = measured_drainer(Drainer)(stack, invoker)
         background = BackgroundDrainer(drainer, interval_s=args.poll_s).start()
         scheduler = Scheduler(stack.template, invoker.invoke).start()
-        sqs = stack.client("sqs")
-        queue_url = stack.queue_url("OpsQueue")
-        samples: list[tuple[float, int, int]] = []
-        sampling = threading.Event()
-
-        def depth() -> tuple[int, int]:
-            attributes = sqs.get_queue_attributes(
-                QueueUrl=queue_url,
-                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-            )["Attributes"]
-            return int(attributes["ApproximateNumberOfMessages"]), int(
-                attributes["ApproximateNumberOfMessagesNotVisible"]
-            )
-
-        def sample() -> None:
-            while not sampling.wait(args.sample_s):
-                samples.append((time.time(), *depth()))
-
+        assert stack.api_key is not None
+        load = LoadStack(
+            stack=stack,
+            invoker=invoker,
+            pool=pool,
+            base_url=base_url,
+            key=stack.api_key.value,
+            drainer=drainer,
+            queue=QueueSampler(stack, args.sample_s),
+            stack_pids=[os.getpid(), *(c.process.pid for c in (pool._all if pool else []) if c.process.pid)],
+            poll_s=args.poll_s,
+            services=[scheduler, background, api],
+        )
         try:
-            assert stack.api_key is not None
-            import httpx
-
-            warm = httpx.post(  # cold starts of the ingest function happen before the clock starts
-                f"{base_url}/events",
-                json={"op_id": "warm-up", "endpoint": "warm", "success": True, "duration_ms": 1},
-                headers={"x-api-key": stack.api_key.value},
-                timeout=60,
-            )
-            assert warm.status_code == 202, warm.text
-            start_at = time.time() + 1.0
-            stop_at = start_at + args.seconds
-            per_client = max(1, args.max_requests // args.clients)
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            stack_pids = [os.getpid(), *(c.process.pid for c in pool._all)] if pool else [os.getpid()]
-            cpu_before = sum(_cpu_s(pid) for pid in stack_pids)
-            context = multiprocessing.get_context("spawn")
-            with context.Pool(args.clients) as pool:
-                pending = [
-                    pool.apply_async(
-                        client_run,
-                        (
-                            i,
-                            base_url,
-                            stack.api_key.value,
-                            start_at,
-                            stop_at,
-                            per_client,
-                            (args.min_ops, args.max_ops),
-                            texts,
-                        ),
-                    )
-                    for i in range(args.clients)
-                ]
-                results = [p.get() for p in pending]
-            ended = time.time()
-            elapsed = ended - start_at
-            cpu_load = sum(_cpu_s(pid) for pid in stack_pids) - cpu_before
-            drain_deadline = time.monotonic() + args.drain_timeout
-            while time.monotonic() < drain_deadline and sum(depth()) > 0:
-                time.sleep(0.2)
-            drained_at = time.time()
-            time.sleep(args.poll_s * 2)
-            sampling.set()
-            sampler.join()
+            yield load
         finally:
-            scheduler.stop()
-            background.stop()
-            api.stop()
-            if pool is not None:
-                pool.close()
+            load.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    load_arguments(parser)
+    parser.add_argument("--min-ops", type=int, default=100)
+    parser.add_argument("--max-ops", type=int, default=500)
+    parser.add_argument("--max-requests", type=int, default=5000, help="in all, over every client")
+    parser.add_argument("--services", type=int, default=120, help="AWS API models the texts come from")
+    parser.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1])
+    args = parser.parse_args()
+    root = args.code.resolve()
+    sys.path[:0] = [str(root / "layers" / "common"), str(root / "local")]
+
+    import opslake
+
+    texts = corpus(args.services)
+    print(f"code: {Path(opslake.__file__).parents[3]}")
+    print(f"texts: {len(texts[0])} AWS error shapes, {len(texts[1])} AWS request examples (botocore data)")
+
+    with load_stack(args, root, "/events") as load:
+        drainer = load.drainer
+        import httpx
+
+        warm = httpx.post(  # cold starts of the ingest function happen before the clock starts
+            f"{load.base_url}/events",
+            json={"op_id": "warm-up", "endpoint": "warm", "success": True, "duration_ms": 1},
+            headers={"x-api-key": load.key},
+            timeout=60,
+        )
+        assert warm.status_code == 202, warm.text
+        start_at = time.time() + 1.0
+        stop_at = start_at + args.seconds
+        per_client = max(1, args.max_requests // args.clients)
+        load.queue.start()
+        results, ended, cpu_load = load.run_clients(
+            client_run,
+            [
+                (
+                    i,
+                    load.base_url,
+                    load.key,
+                    start_at,
+                    stop_at,
+                    per_client,
+                    (args.min_ops, args.max_ops),
+                    texts,
+                )
+                for i in range(args.clients)
+            ],
+            start_at,
+            cpu_from_start=False,  # as this bench always counted: from before the clients spawn
+        )
+        elapsed = ended - start_at
+        drained_at = load.drain(args.drain_timeout)
+        load.stop()
+        samples = load.queue.samples
 
         accepted = [op_id for r in results for op_id in r.accepted]
         latencies = [x for r in results for x in r.latencies]
@@ -366,26 +491,13 @@ def main() -> None:
               f"({busy:.1f} s busy of {drained_at - start_at:.1f} s); queue empty "
               f"{drained_at - ended:.1f} s after the clients stopped")  # fmt: skip
 
-        s3 = stack.client("s3")
         stored: Counter[tuple[str, str]] = Counter()
-        objects = 0
-        rejects = 0
-        for prefix in ("ops/", "rejects/"):
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=stack.bucket, Prefix=prefix):
-                for item in page.get("Contents", []):
-                    if prefix == "rejects/":
-                        rejects += 1
-                        continue
-                    objects += 1
-                    body = s3.get_object(Bucket=stack.bucket, Key=item["Key"])["Body"].read()
-                    table = pq.read_table(io.BytesIO(body), columns=["reporter_id", "op_id"])
-                    stored.update(
-                        zip(
-                            table.column("reporter_id").to_pylist(),
-                            table.column("op_id").to_pylist(),
-                            strict=True,
-                        )
-                    )
+        tables, rejects = load.read_lake(["reporter_id", "op_id"])
+        objects = len(tables)
+        for table in tables:
+            stored.update(
+                zip(table.column("reporter_id").to_pylist(), table.column("op_id").to_pylist(), strict=True)
+            )
         by_id = Counter[str]()
         for (_, op_id), copies in stored.items():
             by_id[op_id] += copies

@@ -32,14 +32,11 @@ Loopback only, bounded in time; prints figures and asserts nothing (CI never run
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import multiprocessing
 import os
 import random
 import statistics
 import sys
-import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "local"), str(ROOT / "bench")]
 
-from bench_load import _cpu_s, _percentile, measured_drainer  # noqa: E402
+from bench_load import _percentile, load_arguments, load_stack  # noqa: E402
 
 from opslake.datasets.staffing import CITIES, DEFAULT_WORKERS, ROLES  # noqa: E402
 from opslake.tools.mcp.registry import BY_NAME  # noqa: E402
@@ -279,13 +276,6 @@ async def _agent(
     result.cpu_s = time.process_time() - started_cpu
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def warm_tools(base_url: str, key: str, containers: int) -> None:
     """Every tool once per container before the clock starts (a tool's handler is imported on its
     first call in a container): ``containers`` concurrent raw posts per tool, so each container is
@@ -320,24 +310,12 @@ def expected_endpoint(call: Call) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--clients", type=int, default=4)
+    load_arguments(parser)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--mode", choices=["auto", "legacy"], default="auto", help="the SDK client's connect mode"
     )
     parser.add_argument("--call-timeout", type=float, default=60.0, help="a call taking longer is a hang")
-    parser.add_argument("--drain-timeout", type=float, default=300.0)
-    parser.add_argument("--sample-s", type=float, default=1.0)
-    parser.add_argument(
-        "--poll-s", type=float, default=0.2, help="the drainer's poll when the queue is empty"
-    )
-    parser.add_argument(
-        "--containers",
-        type=int,
-        default=2,
-        help="processes the API's functions run in (opslake_local.containers); 0: in this process",
-    )
     parser.add_argument(
         "--weights",
         default="",
@@ -353,103 +331,35 @@ def main() -> None:
             parser.error(f"unknown kind {kind!r}")
         mix[kind] = int(weight)
 
-    import pyarrow.parquet as pq
-
-    from opslake_local.containers import ContainerPool
-    from opslake_local.drain import BackgroundDrainer, Drainer
-    from opslake_local.http import LocalApi
-    from opslake_local.schedule import Scheduler
-    from opslake_local.stack import QUIET_ENV, LocalStack
-
-    MeasuredDrainer = measured_drainer(Drainer)
-
-    with LocalStack(ROOT / "template.yaml", env_overrides=QUIET_ENV) as stack:
-        invoker = stack.invoker()
-        pool: ContainerPool | None = None
-        if args.containers:
-            pool = ContainerPool(stack, args.containers)
-            pool.warm({r.function for r in stack.template.api_routes() if r.path == MCP_PATH})
-        api = LocalApi(stack, pool or invoker)
-        base_url = api.start()
-        print(f"API functions: {f'{args.containers} containers (processes)' if pool else 'in this process'}")
-        drainer = MeasuredDrainer(stack, invoker)
-        background = BackgroundDrainer(drainer, interval_s=args.poll_s).start()
-        scheduler = Scheduler(stack.template, invoker.invoke).start()
-        sqs = stack.client("sqs")
-        queue_url = stack.queue_url("OpsQueue")
-        stack_pids = [os.getpid(), *(c.process.pid for c in (pool._all if pool else []) if c.process.pid)]
-        samples: list[tuple[float, int, int]] = []
-        sampling = threading.Event()
-
-        def depth() -> tuple[int, int]:
-            attributes = sqs.get_queue_attributes(
-                QueueUrl=queue_url,
-                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-            )["Attributes"]
-            return int(attributes["ApproximateNumberOfMessages"]), int(
-                attributes["ApproximateNumberOfMessagesNotVisible"]
-            )
-
-        def sample() -> None:
-            while not sampling.wait(args.sample_s):
-                samples.append((time.time(), *depth()))
-
-        try:
-            assert stack.api_key is not None
-            key = stack.api_key.value
-            stack.client("s3").put_object(
-                Bucket=stack.bucket, Key="playbooks/current.json", Body=json.dumps(SNAPSHOT).encode()
-            )
-            warm_started = time.perf_counter()
-            warm_tools(base_url, key, args.containers)
-            where = "in every container" if args.containers else "in this process"
-            print(f"warm-up: every tool {where}, {time.perf_counter() - warm_started:.1f} s")
-            load_before = os.getloadavg()
-            rss_before = sum(_rss_mb(pid) for pid in stack_pids)
-            start_at = time.time() + 3.0  # the client processes import the SDK (≈1 s) meanwhile
-            stop_at = start_at + args.seconds
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            context = multiprocessing.get_context("spawn")
-            with context.Pool(args.clients) as clients:
-                pending = [
-                    clients.apply_async(
-                        client_run,
-                        (
-                            i,
-                            f"{base_url}{MCP_PATH}",
-                            key,
-                            start_at,
-                            stop_at,
-                            args.seed,
-                            args.mode,
-                            args.call_timeout,
-                            mix,
-                        ),
-                    )
-                    for i in range(args.clients)
-                ]
-                time.sleep(max(0.0, start_at - time.time()))
-                cpu_before = sum(_cpu_s(pid) for pid in stack_pids)
-                results = [p.get() for p in pending]
-            ended = time.time()
-            elapsed = ended - start_at
-            cpu_load = sum(_cpu_s(pid) for pid in stack_pids) - cpu_before
-            load_end = os.getloadavg()
-            drain_deadline = time.monotonic() + args.drain_timeout
-            while time.monotonic() < drain_deadline and sum(depth()) > 0:
-                time.sleep(0.2)
-            drained_at = time.time()
-            time.sleep(args.poll_s * 2)
-            sampling.set()
-            sampler.join()
-            rss_after = sum(_rss_mb(pid) for pid in stack_pids)
-        finally:
-            scheduler.stop()
-            background.stop()
-            api.stop()
-            if pool is not None:
-                pool.close()
+    with load_stack(args, ROOT, MCP_PATH) as load:
+        stack, drainer, key = load.stack, load.drainer, load.key
+        stack.client("s3").put_object(
+            Bucket=stack.bucket, Key="playbooks/current.json", Body=json.dumps(SNAPSHOT).encode()
+        )
+        warm_started = time.perf_counter()
+        warm_tools(load.base_url, key, args.containers)
+        where = "in every container" if args.containers else "in this process"
+        print(f"warm-up: every tool {where}, {time.perf_counter() - warm_started:.1f} s")
+        load_before = os.getloadavg()
+        rss_before = load.rss_mb()
+        start_at = time.time() + 3.0  # the client processes import the SDK (≈1 s) meanwhile
+        stop_at = start_at + args.seconds
+        load.queue.start()
+        url = f"{load.base_url}{MCP_PATH}"
+        results, ended, cpu_load = load.run_clients(
+            client_run,
+            [
+                (i, url, key, start_at, stop_at, args.seed, args.mode, args.call_timeout, mix)
+                for i in range(args.clients)
+            ],
+            start_at,
+        )
+        elapsed = ended - start_at
+        load_end = os.getloadavg()
+        drained_at = load.drain(args.drain_timeout)
+        rss_after = load.rss_mb()
+        load.stop()
+        samples = load.queue.samples
 
         calls = [c for r in results for c in r.calls]
         statuses: Counter[int] = Counter()
@@ -504,19 +414,10 @@ def main() -> None:
                   f"{drained_at - ended:.1f} s after the last call")  # fmt: skip
 
         # the lake: raw Parquet rows, before any dedupe
-        s3 = stack.client("s3")
         columns = ["op_id", "source", "session_id", "trace_id", "endpoint", "success", "error_type"]
-        rows: list[dict[str, Any]] = []
-        objects = rejects = 0
-        for prefix in ("ops/", "rejects/"):
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=stack.bucket, Prefix=prefix):
-                for item in page.get("Contents", []):
-                    if prefix == "rejects/":
-                        rejects += 1
-                        continue
-                    objects += 1
-                    body = s3.get_object(Bucket=stack.bucket, Key=item["Key"])["Body"].read()
-                    rows += pq.read_table(io.BytesIO(body), columns=columns).to_pylist()
+        tables, rejects = load.read_lake(columns)
+        objects = len(tables)
+        rows: list[dict[str, Any]] = [row for table in tables for row in table.to_pylist()]
         sessions = {r.session for r in results}
         fleet = [row for row in rows if row["session_id"] in sessions]
         by_trace: dict[tuple[str, str | None], list[dict[str, Any]]] = defaultdict(list)

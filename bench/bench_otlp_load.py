@@ -33,9 +33,7 @@ Loopback only, bounded in time; prints figures and asserts nothing (CI never run
 from __future__ import annotations
 
 import argparse
-import io
 import logging
-import multiprocessing
 import os
 import statistics
 import sys
@@ -51,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "local"), str(ROOT / "bench")]
 
 import requests  # noqa: E402
-from bench_load import _cpu_s, _percentile, measured_drainer  # noqa: E402
+from bench_load import _percentile, _rss_mb, load_arguments, load_stack  # noqa: E402
 from bench_otlp import WORDS, Runs, SeededIds  # noqa: E402
 from openinference.semconv.trace import SpanAttributes as OpenInference  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http import Compression  # noqa: E402
@@ -254,34 +252,15 @@ def client_run(index: int, endpoint: str, api_key: str, start_at: float, stop_at
     return result
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--clients", type=int, default=4)
+    load_arguments(parser)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--schedule-delay-ms", type=int, default=None, help="OTEL_BSP_SCHEDULE_DELAY (SDK: 5000)"
     )
     parser.add_argument(
         "--batch-size", type=int, default=None, help="OTEL_BSP_MAX_EXPORT_BATCH_SIZE (SDK: 512)"
-    )
-    parser.add_argument("--drain-timeout", type=float, default=300.0)
-    parser.add_argument("--sample-s", type=float, default=1.0)
-    parser.add_argument(
-        "--poll-s", type=float, default=0.2, help="the drainer's poll when the queue is empty"
-    )
-    parser.add_argument(
-        "--containers",
-        type=int,
-        default=2,
-        help="processes the API's functions run in (opslake_local.containers); 0: in this process",
     )
     args = parser.parse_args()
     processor = {
@@ -294,103 +273,37 @@ def main() -> None:
     }
 
     import httpx
-    import pyarrow.parquet as pq
 
-    from opslake_local.containers import ContainerPool
-    from opslake_local.drain import BackgroundDrainer, Drainer
-    from opslake_local.http import LocalApi
-    from opslake_local.schedule import Scheduler
-    from opslake_local.stack import QUIET_ENV, LocalStack
-
-    MeasuredDrainer = measured_drainer(Drainer)
-
-    with LocalStack(ROOT / "template.yaml", env_overrides=QUIET_ENV) as stack:
-        invoker = stack.invoker()
-        pool: ContainerPool | None = None
-        if args.containers:
-            pool = ContainerPool(stack, args.containers)
-            pool.warm({r.function for r in stack.template.api_routes() if r.path == TRACES_PATH})
-        api = LocalApi(stack, pool or invoker)
-        base_url = api.start()
-        print(f"API functions: {f'{args.containers} containers (processes)' if pool else 'in this process'}")
-        drainer = MeasuredDrainer(stack, invoker)
-        background = BackgroundDrainer(drainer, interval_s=args.poll_s).start()
-        scheduler = Scheduler(stack.template, invoker.invoke).start()
-        sqs = stack.client("sqs")
-        queue_url = stack.queue_url("OpsQueue")
-        stack_pids = [os.getpid(), *(c.process.pid for c in (pool._all if pool else []) if c.process.pid)]
-        samples: list[tuple[float, int, int, float]] = []  # t, visible, in flight, stack RSS MB
-        sampling = threading.Event()
-
-        def depth() -> tuple[int, int]:
-            attributes = sqs.get_queue_attributes(
-                QueueUrl=queue_url,
-                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-            )["Attributes"]
-            return int(attributes["ApproximateNumberOfMessages"]), int(
-                attributes["ApproximateNumberOfMessagesNotVisible"]
-            )
-
-        def sample() -> None:
-            while not sampling.wait(args.sample_s):
-                samples.append((time.time(), *depth(), sum(_rss_mb(pid) for pid in stack_pids)))
-
-        try:
-            assert stack.api_key is not None
-            key = stack.api_key.value
-            warm = httpx.post(  # cold starts of the traces function happen before the clock starts
-                f"{base_url}{TRACES_PATH}",
-                content=b"",  # an empty ExportTraceServiceRequest: 200, nothing stored
-                headers={"x-api-key": key, "content-type": "application/x-protobuf"},
-                timeout=60,
-            )
-            assert warm.status_code == 200, warm.text
-            rss_before = sum(_rss_mb(pid) for pid in stack_pids)
-            rss_each_before = [_rss_mb(pid) for pid in stack_pids]
-            load_before = os.getloadavg()
-            start_at = time.time() + 2.0  # the client processes import the SDK meanwhile
-            stop_at = start_at + args.seconds
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            context = multiprocessing.get_context("spawn")
-            with context.Pool(args.clients) as clients:
-                pending = [
-                    clients.apply_async(
-                        client_run,
-                        (
-                            i,
-                            f"{base_url}{TRACES_PATH}",
-                            key,
-                            start_at,
-                            stop_at,
-                            args.seed,
-                            args.sample_s,
-                            processor,
-                        ),
-                    )
-                    for i in range(args.clients)
-                ]
-                time.sleep(max(0.0, start_at - time.time()))
-                cpu_before = sum(_cpu_s(pid) for pid in stack_pids)
-                results = [p.get() for p in pending]
-            flushed = time.time()
-            elapsed = flushed - start_at
-            cpu_load = sum(_cpu_s(pid) for pid in stack_pids) - cpu_before
-            drain_deadline = time.monotonic() + args.drain_timeout
-            while time.monotonic() < drain_deadline and sum(depth()) > 0:
-                time.sleep(0.2)
-            drained_at = time.time()
-            time.sleep(args.poll_s * 2)
-            sampling.set()
-            sampler.join()
-            rss_after = sum(_rss_mb(pid) for pid in stack_pids)
-            rss_each_after = [_rss_mb(pid) for pid in stack_pids]
-        finally:
-            scheduler.stop()
-            background.stop()
-            api.stop()
-            if pool is not None:
-                pool.close()
+    with load_stack(args, ROOT, TRACES_PATH) as load:
+        drainer, stack_pids, key = load.drainer, load.stack_pids, load.key
+        warm = httpx.post(  # cold starts of the traces function happen before the clock starts
+            f"{load.base_url}{TRACES_PATH}",
+            content=b"",  # an empty ExportTraceServiceRequest: 200, nothing stored
+            headers={"x-api-key": key, "content-type": "application/x-protobuf"},
+            timeout=60,
+        )
+        assert warm.status_code == 200, warm.text
+        rss_before = load.rss_mb()
+        rss_each_before = [_rss_mb(pid) for pid in stack_pids]
+        load_before = os.getloadavg()
+        start_at = time.time() + 2.0  # the client processes import the SDK meanwhile
+        stop_at = start_at + args.seconds
+        load.queue.start(extra=load.rss_mb)  # samples: t, visible, in flight, stack RSS MB
+        url = f"{load.base_url}{TRACES_PATH}"
+        results, flushed, cpu_load = load.run_clients(
+            client_run,
+            [
+                (i, url, key, start_at, stop_at, args.seed, args.sample_s, processor)
+                for i in range(args.clients)
+            ],
+            start_at,
+        )
+        elapsed = flushed - start_at
+        drained_at = load.drain(args.drain_timeout)
+        rss_after = load.rss_mb()
+        rss_each_after = [_rss_mb(pid) for pid in stack_pids]
+        load.stop()
+        samples = load.queue.samples
 
         exports = [e for r in results for e in r.exports]
         in_window = sum(n for end, _, n, ok in exports if ok and end <= stop_at)
@@ -471,20 +384,11 @@ def main() -> None:
                   f"p95 {_percentile(lags, 0.95):.2f} s; queue empty {drained_at - flushed:.1f} s "
                   "after the last flush")  # fmt: skip
 
-        s3 = stack.client("s3")
         stored: Counter[str] = Counter()
-        objects = rejects = 0
-        for prefix in ("ops/", "rejects/"):
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=stack.bucket, Prefix=prefix):
-                for item in page.get("Contents", []):
-                    if prefix == "rejects/":
-                        rejects += 1
-                        continue
-                    objects += 1
-                    body = s3.get_object(Bucket=stack.bucket, Key=item["Key"])["Body"].read()
-                    stored.update(
-                        pq.read_table(io.BytesIO(body), columns=["op_id"]).column("op_id").to_pylist()
-                    )
+        tables, rejects = load.read_lake(["op_id"])
+        objects = len(tables)
+        for table in tables:
+            stored.update(table.column("op_id").to_pylist())
         op_set, skipped_set, failed_set = set(ops), set(skipped), set(failed)
         lost = sum(1 for o in op_set if stored[o] == 0)
         duplicated = sum(1 for o in op_set if stored[o] > 1)
