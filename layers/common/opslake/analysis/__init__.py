@@ -1,5 +1,6 @@
 """Failure analysis, pure logic: signatures, heuristic diagnoses, diagnosis prompts, the lesson fence
-(what text may be served), who vouches for evidence (reporters and their trust levels) (no I/O).
+(what text may be served), who vouches for evidence (reporters and their trust levels), intervals for
+rates and their differences (no I/O).
 
 Names resolve lazily: a function that needs one module (``POST /ask`` the prompts' data fence,
 the lesson fence's vocabulary) does not import the others (efficacy, playbooks: ~100 ms).
@@ -13,6 +14,7 @@ __all__, __getattr__ = lazy_exports(
         "efficacy": ("EfficacyResult", "OutcomeRow", "measure_efficacy"),
         "fence": ("KnownNames", "default_known", "instruction_refusal", "lesson_refusal"),
         "heuristics": ("classify", "diagnose_heuristically"),
+        "intervals": ("design_effect", "mh_risk_difference", "newcombe", "wilson"),
         "masking": (
             "input_template_sql",
             "normalize_endpoint_sql",
