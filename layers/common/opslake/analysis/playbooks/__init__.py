@@ -39,6 +39,7 @@ from opslake.analysis.playbooks.evidence_sql import (
     success_template_sql,
     tallies_from_rows,
 )
+from opslake.analysis.playbooks.generalize import GENERALIZED_FORMS, Replaced, generalize, instance_values
 from opslake.analysis.playbooks.grouping import (
     IGNORED_ENDPOINTS,
     CandidateGroup,
@@ -62,10 +63,13 @@ from opslake.analysis.playbooks.merging import (
     rejection_reason,
     similarity,
 )
+from opslake.analysis.playbooks.quality import QUALITY, quality_refusal
 
 __all__ = [
+    "GENERALIZED_FORMS",
     "HEURISTIC",
     "IGNORED_ENDPOINTS",
+    "QUALITY",
     "AskLlm",
     "CandidateGroup",
     "DistilledCandidate",
@@ -74,6 +78,7 @@ __all__ = [
     "LogRow",
     "MergeResult",
     "Rejection",
+    "Replaced",
     "Review",
     "SuccessRow",
     "approve",
@@ -82,12 +87,15 @@ __all__ = [
     "domain_of",
     "entry_id_for",
     "find_duplicate",
+    "generalize",
     "groups_from_tallies",
     "heuristic_draft",
+    "instance_values",
     "lesson_key",
     "log_tallies_sql",
     "merge_candidates",
     "playbook_prompt",
+    "quality_refusal",
     "rejection_reason",
     "retire",
     "review",

@@ -1,0 +1,193 @@
+"""The quality gate: an entry is published only when its action tells a reader something to do.
+
+:func:`quality_refusal` applies to heuristic and model text alike (after the lesson fence, which
+judges safety; this gate judges use). Its rules, in order, on the fence's skeleton (NFKC,
+casefolded, look-alike letters read as the ASCII they imitate), so case and Unicode change nothing:
+
+- **empty**: no action;
+- **R1 restates the endpoint**: without its routes and ``kind:name`` labels (a route's concrete
+  values, such as ``workers`` in ``/tables/workers``, stay), HTTP methods, placeholders, filler
+  ("call", "use", "as other agents did" …) and phrases that say nothing ("read the error"), no word is
+  left: "Call GET /worker/{id} as other agents did", "Use /sql";
+- **R2 nothing actionable**: the action names no specific: a catalog table or column or a request
+  field (an English word among them — role, city — only beside a word saying what it is: field, column,
+  body …), a route other than the entry's endpoint or a route's concrete value, an id form or pattern,
+  a number with a unit, an SQL aggregate or clause, or a JSON encoder;
+- **R3 one instance**: the trigger, action or instead-of still holds a value of one instance
+  (:func:`~.generalize.instance_values`: a worker id, a city, a request's literal).
+
+The consolidator generalizes first (:func:`~.generalize.generalize`) and gates the generalized text:
+what generalization wrote counts for nothing, so an entry that was only its instance is refused by
+R1 or R2. Reasons start with :data:`QUALITY`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from opslake.analysis.fence import (
+    GATEWAY_ROUTES,
+    HTTP_METHODS,
+    MAX_CHECKED_CHARS,
+    PLACEHOLDERS,
+    KnownNames,
+    compatible,
+    default_known,
+    english_words,
+    skeleton,
+)
+from opslake.analysis.playbooks.generalize import GENERALIZED_FORMS, instance_values
+
+QUALITY = "quality: "
+
+#: Words that carry no advice once the endpoint is gone (the plan's list, and their inflections).
+FILLER = frozenset((
+    "call", "calls", "calling", "called", "use", "uses", "using", "used", "as", "other", "others", "agent",
+    "agents", "did", "do", "does", "the", "a", "an", "shaped", "like", "same", "way", "task", "tasks", "it",
+    "this", "that", "to", "via", "with", "of", "for", "on",
+))  # fmt: skip
+#: Phrases that count for nothing: they tell a reader nothing it could do differently.
+EMPTY_PHRASES = re.compile(
+    r"\bas\s+(?:the\s+)?other\s+agents?\s+(?:did|do|have\s+done)\b|\bbe\s+careful\b"
+    r"|\b(?:read|see|check)\s+(?:the\s+)?(?:error|errors|message|messages|docs|documentation)\b"
+    r"|\b(?:check|change|fix|verify|validate)\s+(?:the\s+|your\s+)?(?:input|inputs|request|call|arguments)\b"
+    r"|\bdo\s+not\s+repeat\s+(?:an?\s+|the\s+)?(?:identical|same)\s+(?:call|request)s?\b"
+    r"|\btry\s+again\b|\bretry\b"
+)
+#: Words that say what a name is, so that an English word among the known names counts as the name.
+_NAME_CONTEXT = frozenset((
+    "field", "fields", "column", "columns", "table", "tables", "body", "parameter", "parameters", "key",
+    "keys", "argument", "arguments", "schema",
+))  # fmt: skip
+_PATH = re.compile(r"(?<![\w/])/[a-z0-9_{}:.\-]+(?:/[a-z0-9_{}:.\-]*)*")
+_LABEL = re.compile(r"\b[a-z][a-z0-9_\-]{0,30}:[a-z0-9_{}\-/.]{1,60}")
+_WORD = re.compile(r"[a-z][a-z0-9_]*|\d+")
+_ID_FORM = re.compile(
+    r"\^\S{1,60}\$|\+\s*(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:digits?|letters?)"
+    r"|\bof\s+the\s+form\b"
+)
+_NUMBER_UNIT = re.compile(
+    r"\b\d[\d,.]*\s*(?:input\s+|output\s+)?(?:tokens?|rows?|characters?|chars|bytes|[kmg]b|seconds?|secs?|ms"
+    r"|milliseconds?|minutes?|hours?|days?|items?|results?|requests?|calls?|retries|times|%|percent)(?!\w)"
+)
+_SQL_AGGREGATE = re.compile(r"\b(?:count|avg|sum|min|max|approx_distinct)\s*\(", re.I)
+_SQL_CLAUSE = re.compile(r"\b(?:WHERE|LIMIT|GROUP BY|ORDER BY|HAVING|JOIN|DISTINCT)\b")  # as SQL writes them
+_JSON_ENCODER = re.compile(r"\bjson\s+encoder\b|\bjson\.dumps\b|\bJSON\.stringify\b", re.I)
+# a placeholder right after a "/" is a route parameter (/worker/{id}), not what generalization wrote
+_GENERALIZED = re.compile(
+    "|".join(
+        ("(?<!/)" if p.startswith("{") else "") + re.escape(skeleton(p))
+        for p in sorted(GENERALIZED_FORMS, key=len, reverse=True)
+    )
+)
+_JSON_KEY = re.compile(r"\"([a-z_][a-z0-9_]{0,40})\"\s*:")
+_ROUTE_SEGMENTS = frozenset(part for r in GATEWAY_ROUTES for part in r.strip("/").split("/") if part)
+
+
+def quality_refusal(
+    trigger: str,
+    action: str,
+    instead_of: str | None,
+    endpoint: str | None,
+    task_class: str | None,
+    *,
+    known: KnownNames | None = None,
+) -> str | None:
+    """Why an entry (its trigger, action, instead-of, for this endpoint and task class) says nothing
+    a reader can act on, else ``None``. The reason starts with ``"quality: "``; rules in the module doc.
+    ``known``: the validated names (default: the fence's catalog, fields, routes and error codes)."""
+    del task_class  # a task class is a label, never advice; kept for the contract's shape
+    if not action or not action.strip():
+        return QUALITY + "empty action"
+    if max(len(trigger), len(action), len(instead_of or "")) > MAX_CHECKED_CHARS:
+        return QUALITY + f"longer than {MAX_CHECKED_CHARS} characters"
+    names = known or default_known()
+    own = skeleton(endpoint).strip() if endpoint else None
+    form = _without_generalized(skeleton(action))
+    content, routes, values = _content(form, own, names)
+    if not content:
+        if own and (own in routes or not routes):
+            return QUALITY + f"the action only restates its endpoint ({endpoint})"
+        return QUALITY + "the action only names a call, nothing to do differently"
+    if not _names_a_specific(action, content, routes, values, own, names):
+        return QUALITY + "the action names no column, table, field, route, id form, limit or SQL clause"
+    for label, text in (("trigger", trigger), ("action", action), ("instead of", instead_of or "")):
+        found = instance_values(text) if text else []
+        if found:
+            return QUALITY + f"the {label} is tied to one instance ({found[0].kind} {found[0].value!r})"
+    return None
+
+
+def _without_generalized(form: str) -> str:
+    """The skeleton with what generalization wrote removed: it names no instance, and no specific."""
+    return _GENERALIZED.sub(" ", form)
+
+
+def _content(form: str, own: str | None, names: KnownNames) -> tuple[list[str], list[str], list[str]]:
+    """(the words that say something, the routes and labels named, the routes' concrete values):
+    the action without deny-listed phrases, routes and labels, methods, placeholders and filler. An
+    unknown route's parts are words, not values: only a validated route's parameter is a name."""
+    form = EMPTY_PHRASES.sub(" ", form)
+    routes: list[str] = []
+    values: list[str] = []
+    words_in_paths: list[str] = []
+
+    def route(match: re.Match[str]) -> str:
+        path = match[0].rstrip(".,;:)")
+        routes.append(path)
+        own_parts = set(own.strip("/").split("/")) if own else set()
+        for part in path.strip("/").split("/"):
+            if part and not part.startswith("{") and part not in _ROUTE_SEGMENTS and part not in own_parts:
+                # a concrete value of a validated route (workers in /tables/workers), else a word
+                (values if names.names_route(path) else words_in_paths).append(part)
+        return " "
+
+    def label(match: re.Match[str]) -> str:
+        routes.append(match[0].rstrip(".,;:)"))
+        return " "
+
+    if own and own != "/" and own in form:
+        routes.append(own)
+        form = form.replace(own, " ")
+    form = _PATH.sub(route, _LABEL.sub(label, form))
+    methods = {m.lower() for m in HTTP_METHODS}
+    words = [
+        w
+        for w in _WORD.findall(re.sub(r"\{[a-z_]{1,20}\}", " ", form))
+        if w not in FILLER and w not in methods and w not in PLACEHOLDERS
+    ]
+    return [*words, *words_in_paths, *values], routes, values
+
+
+def _names_a_specific(
+    action: str, content: list[str], routes: list[str], values: list[str], own: str | None, names: KnownNames
+) -> bool:
+    """Whether the action names something a reader can use (R2 in the module doc)."""
+    if values:
+        return True
+    other_routes = [r for r in routes if r != own and names.names_route(r) and not _same_route(r, own)]
+    if other_routes:
+        return True
+    written = compatible(action)
+    if _SQL_AGGREGATE.search(written) or _SQL_CLAUSE.search(written) or _JSON_ENCODER.search(written):
+        return True
+    spoken = EMPTY_PHRASES.sub(" ", _without_generalized(skeleton(action)))
+    if _ID_FORM.search(spoken) or _NUMBER_UNIT.search(spoken):
+        return True
+    if any(names.knows(key) and key not in PLACEHOLDERS for key in _JSON_KEY.findall(spoken)):
+        return True  # a request's field shown as a JSON key
+    vocabulary = english_words()
+    context = any(w in _NAME_CONTEXT for w in content)
+    for word in content:
+        if word in _NAME_CONTEXT or word in PLACEHOLDERS or not names.knows(word):
+            continue
+        if context or word not in vocabulary:
+            return True
+    return False
+
+
+def _same_route(path: str, own: str | None) -> bool:
+    """Whether ``path`` is the endpoint itself (``/worker/{id}`` for ``/worker/{id}``)."""
+    if not own or not own.startswith("/"):
+        return False
+    return KnownNames.of([own]).names_route(path)
