@@ -23,12 +23,7 @@ app = create_tool_app()
 
 @cache
 def catalog() -> TableCatalog:
-    return TableCatalog(
-        runtime.client("glue"),
-        settings.glue_database,
-        settings.allowed_tables,
-        retry_after_s=settings.queue_retry_after_s,
-    )
+    return TableCatalog.from_settings(runtime.client("glue"), settings)
 
 
 @cache

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import MutableMapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cachetools import TTLCache
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +25,9 @@ from opslake.query.api import ApiQueryConfig, run_query
 from opslake.query.base import QueryEngine
 from opslake.query.sqltext import sql_string
 from opslake.tools import matching
+
+if TYPE_CHECKING:
+    from opslake.config import Settings
 
 WORKER_ID = re.compile(r"^W[0-9]{5}$")
 #: How many candidates the structured filters may pass to the scorer.
@@ -116,6 +119,13 @@ class TableCatalog:
         self.retry_after_s = retry_after_s
         self._cache = cache if cache is not None else TTLCache(maxsize=1, ttl=TABLES_CACHE_TTL_S)
         self._lock = threading.Lock()  # cachetools' caches are not thread-safe (the local stack's are)
+
+    @classmethod
+    def from_settings(cls, glue: Any, settings: Settings) -> TableCatalog:
+        """The catalog a tool reads: the lake's database, the allowlist, the 503s' Retry-After."""
+        return cls(
+            glue, settings.glue_database, settings.allowed_tables, retry_after_s=settings.queue_retry_after_s
+        )
 
     def tables(self) -> dict[str, TableInfo]:
         """Every allowlisted table that exists in Glue, in allowlist order."""
