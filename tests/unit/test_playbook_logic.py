@@ -388,7 +388,8 @@ def test_served_shape_hides_excerpts_agents_and_bookkeeping() -> None:
     assert set(served) == {
         "entry_id", "trigger", "action", "kind", "confidence", "domain", "scope", "endpoint", "task_class",
         "signature_id", "source", "distilled_by", "evidence_agent_count", "evidence_reporter_count", "status",
-        "created_at", "updated_at", "published_at", "failure_rate_before", "failure_rate_after",
+        "created_at", "updated_at", "published_at", "instead_of", "fix_kind", "experiment_stage", "helpful_count",
+        "harmful_count", "treatment_rate", "holdout_rate", "effect", "effect_low", "effect_high",
         "evidence_count", "evidence_op_ids",
     }  # fmt: skip
     assert "evidence_reporters" not in served  # which keys vouched is for analysts, not agents

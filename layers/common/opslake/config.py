@@ -153,13 +153,49 @@ class Settings(BaseModel):
         default="reporter", description="trust level of a key reporter_trust does not name"
     )
     playbook_retire_below: float = Field(
-        default=0.2, ge=0, le=1, description="a playbook entry whose confidence drops below this is retired"
+        default=0.2,
+        ge=0,
+        le=1,
+        description="ignored since holdout experiments decide retirement (kept so older settings validate)",
+    )
+    playbook_holdout_new: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="share of readers a new playbook entry is withheld from (holdout)",
+    )
+    playbook_holdout_graduated: float = Field(
+        default=0.05, gt=0, lt=1, description="share of readers a graduated entry is still withheld from"
+    )
+    playbook_holdout_salt: str = Field(
+        default="opslake-holdout-v1",
+        min_length=1,
+        max_length=64,
+        description="salt of the reader/entry arm hash (changing it reshuffles every arm)",
+    )
+    playbook_experiment_z: float = Field(
+        default=1.96, gt=0, le=5, description="z of the experiments' intervals (1.96: 95 %)"
+    )
+    playbook_min_effect: float = Field(
+        default=0.02,
+        gt=0,
+        lt=1,
+        description="absolute failure-rate difference below which an entry does not matter (retired as no_effect)",
+    )
+    playbook_min_units: int = Field(
+        default=2, ge=1, le=1000, description="API keys each arm needs before an experiment is judged"
+    )
+    playbook_graduate_after: int = Field(
+        default=2, ge=1, le=100, description="helpful verdicts in a row before an entry graduates"
     )
     playbook_approval_mode: bool = Field(
         default=False, description="hold new playbook entries as proposed until approved"
     )
     playbook_min_ops_to_judge: int = Field(
-        default=10, ge=1, le=1_000_000, description="ops after publication before efficacy moves confidence"
+        default=20,
+        ge=1,
+        le=1_000_000,
+        description="target ops per arm (and new ones since) before a judgement",
     )
     # -- compaction of closed hours (consolidator; see opslake.lake.compaction) ------------------
     compact_after_hours: float = Field(

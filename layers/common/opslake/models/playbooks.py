@@ -12,6 +12,7 @@ reporters stays ``proposed`` until an operator approves it (``approved_at``).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,7 +32,19 @@ EntryKind = Literal["do", "avoid"]
 EntryScope = Literal["project", "global"]
 # "candidate" is the legacy name of "proposed" (kept so older snapshots still parse; never served).
 EntryStatus = Literal["candidate", "proposed", "active", "retired"]
-EntrySource = Literal["successes", "log", "diagnosis"]
+EntrySource = Literal["successes", "log", "diagnosis", "contrast"]
+#: A holdout experiment's stage: ``new`` entries are withheld from a large share of readers,
+#: ``graduated`` ones (helpful with confidence, twice in a row) from a small permanent share.
+ExperimentStage = Literal["new", "graduated"]
+Verdict = Literal["helpful", "harmful", "no_effect", "undecided", "insufficient"]
+RetiredReason = Literal["harmful", "no_effect", "operator", "merged"]
+#: What a contrast of failures with successes found to differ (:mod:`opslake.analysis.playbooks.contrast`).
+FixKind = Literal["column", "fields", "id_format", "id_source", "aggregate", "json_body", "prompt_bound"]
+Arm = Literal["treatment", "holdout"]
+HOLDOUT_SALT = "opslake-holdout-v1"
+HOLDOUT_NEW = 0.5
+HOLDOUT_GRADUATED = 0.05
+MAX_INSTEAD_OF_CHARS = 120
 Confidence = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Rate = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
@@ -39,6 +52,10 @@ Trigger = Annotated[
     str, Field(min_length=1, max_length=MAX_TRIGGER_CHARS, description="when the advice applies")
 ]
 Action = Annotated[str, Field(min_length=1, max_length=MAX_ACTION_CHARS, description="what to do (or avoid)")]
+InsteadOf = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_INSTEAD_OF_CHARS, description="the failing form the action replaces"),
+]
 Excerpt = Annotated[str, Field(min_length=1, max_length=MAX_EXCERPT_CHARS)]
 Witness = Annotated[str, Field(min_length=1, max_length=MAX_WITNESS_CHARS)]
 
@@ -60,6 +77,7 @@ class EntryDraft(BaseModel):
     action: Action
     kind: EntryKind = Field(description="do: repeat what worked; avoid: a pattern that fails")
     confidence: Confidence
+    instead_of: InsteadOf | None = None
     domain: Annotated[
         str,
         Field(
@@ -121,6 +139,48 @@ class PlaybookEntry(BaseModel):
         description="the lesson fence's refusal an operator overrode to approve it (None: not overridden)",
     )
     retired_at: UtcMs | None = None
+    retired_reason: RetiredReason | None = None
+    merged_into: Id | None = Field(default=None, description="the entry a merge folded this one into")
+    instead_of: InsteadOf | None = None
+    fix_kind: FixKind | None = None
+    fix_names: Annotated[list[Id], Field(max_length=8)] = Field(
+        default_factory=list,
+        description="the concrete names of a contrast fix (table, column, fields, id pattern)",
+    )
+    revision: Count = Field(default=0, description="edits recorded as deltas (table playbook_deltas)")
+    # holdout experiment (analysis/playbooks/experiment.py): treatment vs holdout over the lookback
+    experiment_stage: ExperimentStage = "new"
+    holdout_share: Rate = HOLDOUT_NEW
+    experiment_started_at: UtcMs | None = None
+    graduated_at: UtcMs | None = None
+    treatment_units: Count | None = None
+    holdout_units: Count | None = None
+    treatment_ops: Count | None = None
+    treatment_failures: Count | None = None
+    holdout_ops: Count | None = None
+    holdout_failures: Count | None = None
+    treatment_sig_failures: Count | None = None
+    holdout_sig_failures: Count | None = None
+    treatment_rate: Rate | None = None
+    treatment_rate_low: Rate | None = None
+    treatment_rate_high: Rate | None = None
+    holdout_rate: Rate | None = None
+    holdout_rate_low: Rate | None = None
+    holdout_rate_high: Rate | None = None
+    effect: float | None = Field(default=None, description="holdout_rate - treatment_rate (> 0: it helps)")
+    effect_low: float | None = None
+    effect_high: float | None = None
+    design_effect: float | None = None
+    helpful_count: Count = 0
+    harmful_count: Count = 0
+    neutral_count: Count = 0
+    helpful_streak: Count = 0
+    last_verdict: Verdict | None = None
+    judged_at: UtcMs | None = None
+    judged_treatment_ops: Count | None = None
+    judged_holdout_ops: Count | None = None
+    followed_treatment: Count = 0
+    followed_holdout: Count = 0
     # efficacy: failure rate of the targeted ops before/after publication (None until measured)
     ops_before: Count | None = None
     failures_before: Count | None = None
@@ -168,8 +228,22 @@ class PlaybookEntry(BaseModel):
 _SERVED_FIELDS = {
     "entry_id", "trigger", "action", "kind", "confidence", "domain", "scope", "endpoint", "task_class",
     "signature_id", "source", "distilled_by", "evidence_agent_count", "evidence_reporter_count", "status",
-    "created_at", "updated_at", "published_at", "failure_rate_before", "failure_rate_after",
+    "created_at", "updated_at", "published_at", "instead_of", "fix_kind", "experiment_stage", "helpful_count",
+    "harmful_count", "treatment_rate", "holdout_rate", "effect", "effect_low", "effect_high",
 }  # fmt: skip
+
+
+def holdout_bucket(key_name: str, entry_id: str, salt: str = HOLDOUT_SALT) -> float:
+    """A reader's uniform draw in [0, 1) for one entry: a hash of (salt, entry, API key name), so the
+    same key keeps its arm of an entry on every read, and its arms of two entries are independent."""
+    digest = hashlib.sha256(f"{salt}\x1f{entry_id}\x1f{key_name}".encode()).hexdigest()
+    return int(digest[:15], 16) / 16**15
+
+
+def arm_of(key_name: str, entry: PlaybookEntry, salt: str = HOLDOUT_SALT) -> Arm:
+    """The arm of a reader (an API key's name: never a claimed agent_id) for an entry. The share only
+    shrinks (new 0.5 → graduated 0.05), so a key only ever moves from holdout to treatment."""
+    return "holdout" if holdout_bucket(key_name, entry.entry_id, salt) < entry.holdout_share else "treatment"
 
 
 class PlaybookSnapshot(BaseModel):
@@ -189,7 +263,8 @@ class PlaybookSnapshot(BaseModel):
         entry_id: str | None = None,
         limit: int = 10,
     ) -> list[PlaybookEntry]:
-        """Active entries that match (``entry_id``: only that one), most confident first (then newest)."""
+        """Active entries that match (``entry_id``: only that one): graduated first, then most
+        confident, then newest."""
         words = (q or "").lower().split()
         found = [
             e
@@ -198,5 +273,12 @@ class PlaybookSnapshot(BaseModel):
             and (entry_id is None or e.entry_id == entry_id)
             and e.matches(endpoint=endpoint, task_class=task_class, words=words)
         ]
-        found.sort(key=lambda e: (-e.confidence, -e.created_at.timestamp(), e.entry_id))
+        found.sort(
+            key=lambda e: (
+                e.experiment_stage != "graduated",
+                -e.confidence,
+                -e.created_at.timestamp(),
+                e.entry_id,
+            )
+        )
         return found[:limit]

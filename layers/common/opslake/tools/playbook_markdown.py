@@ -86,11 +86,9 @@ def _fact_corrections(entry: PlaybookEntry) -> str | None:
 
 
 def _fact_helpful(entry: PlaybookEntry) -> str | None:
-    # helpful/harmful counts arrive with the holdout experiments (issue 16); absent before
-    helpful, harmful = getattr(entry, "helpful_count", None), getattr(entry, "harmful_count", None)
-    if helpful is None and harmful is None:
-        return None
-    return f"helpful {helpful or 0} · harmful {harmful or 0}"
+    if entry.last_verdict is None and not (entry.helpful_count or entry.harmful_count):
+        return None  # never judged: no counts to show
+    return f"helpful {entry.helpful_count} · harmful {entry.harmful_count}"
 
 
 def _fact_holdout(entry: PlaybookEntry) -> str | None:

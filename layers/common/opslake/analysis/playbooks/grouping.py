@@ -37,6 +37,7 @@ from opslake.models.playbooks import (
     MAX_TRACKED_AGENTS,
     EntryKind,
     EntrySource,
+    FixKind,
 )
 
 # Routes about opslake itself: calling them successfully teaches nothing about the task.
@@ -154,6 +155,11 @@ class CandidateGroup:
     #: /log groups: the witnesses of each of ``approaches`` (same order). An entry whose text is one
     #: approach counts only that approach's reporters (:func:`~.merging.supporting_reporters`).
     approach_reporters: tuple[tuple[str, ...], ...] = ()
+    #: contrast groups (:mod:`.contrast`): what differs between failures and successes
+    fix_kind: FixKind | None = None
+    fix_names: tuple[str, ...] = ()
+    instead_of: str | None = None
+    fix_action: str | None = None  # the canonical "do" text of the fix
 
 
 # ---- call shapes --------------------------------------------------------------------------------
