@@ -513,6 +513,7 @@ CONSOLIDATOR_GRANTS: dict[str, list[Any]] = {
         "ops-compacted/*",
         "state/compaction/*",
         "derived/playbooks/*",
+        "derived/playbook_deltas/*",
         "playbooks/*",
         "state/consolidator.json",
         "state/llm.json",

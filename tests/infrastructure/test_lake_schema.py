@@ -72,6 +72,7 @@ DERIVED_TABLES = {
     "SignaturesTable": "signatures",
     "DiagnosesTable": "diagnoses",
     "PlaybooksTable": "playbooks",
+    "PlaybookDeltasTable": "playbook_deltas",
 }
 
 

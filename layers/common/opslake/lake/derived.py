@@ -8,6 +8,8 @@ signature, is a Glue view over ``ops`` that the analyzer keeps: :func:`opslake.j
 
 * ``signatures`` and ``playbooks``: one object each, the whole table, rewritten after each run.
 * ``diagnoses``: one object per diagnosis, named by its id (``dg_<signature>_<n>``).
+* ``playbook_deltas``: one object per consolidator run (named by the run's window end and its
+  delta ids) or per operator change (named by its delta id).
 """
 
 from __future__ import annotations
@@ -86,12 +88,59 @@ PLAYBOOKS_SCHEMA = pa.schema(
         pa.field("approved_at", _TS),
         pa.field("fence_override_reason", pa.string()),
         pa.field("retired_at", _TS),
-        pa.field("ops_before", pa.int64()),
-        pa.field("failures_before", pa.int64()),
-        pa.field("ops_after", pa.int64()),
-        pa.field("failures_after", pa.int64()),
-        pa.field("failure_rate_before", pa.float64()),
-        pa.field("failure_rate_after", pa.float64()),
+        pa.field("retired_reason", pa.string()),
+        pa.field("merged_into", pa.string()),
+        pa.field("instead_of", pa.string()),
+        pa.field("fix_kind", pa.string()),
+        pa.field("fix_names", _IDS),
+        pa.field("revision", pa.int64()),
+        pa.field("experiment_stage", pa.string()),
+        pa.field("holdout_share", pa.float64()),
+        pa.field("experiment_started_at", _TS),
+        pa.field("graduated_at", _TS),
+        pa.field("treatment_units", pa.int64()),
+        pa.field("holdout_units", pa.int64()),
+        pa.field("treatment_ops", pa.int64()),
+        pa.field("treatment_failures", pa.int64()),
+        pa.field("holdout_ops", pa.int64()),
+        pa.field("holdout_failures", pa.int64()),
+        pa.field("treatment_sig_failures", pa.int64()),
+        pa.field("holdout_sig_failures", pa.int64()),
+        pa.field("treatment_rate", pa.float64()),
+        pa.field("treatment_rate_low", pa.float64()),
+        pa.field("treatment_rate_high", pa.float64()),
+        pa.field("holdout_rate", pa.float64()),
+        pa.field("holdout_rate_low", pa.float64()),
+        pa.field("holdout_rate_high", pa.float64()),
+        pa.field("effect", pa.float64()),
+        pa.field("effect_low", pa.float64()),
+        pa.field("effect_high", pa.float64()),
+        pa.field("design_effect", pa.float64()),
+        pa.field("helpful_count", pa.int64()),
+        pa.field("harmful_count", pa.int64()),
+        pa.field("neutral_count", pa.int64()),
+        pa.field("helpful_streak", pa.int64()),
+        pa.field("last_verdict", pa.string()),
+        pa.field("judged_at", _TS),
+        pa.field("followed_treatment", pa.int64()),
+        pa.field("followed_holdout", pa.int64()),
+    ]
+)
+
+#: One row per recorded edit of an entry (:mod:`opslake.analysis.playbooks.deltas`): add, update,
+#: merge, deprecate, publish, withhold, approve, graduate. Entries change by these only.
+PLAYBOOK_DELTAS_SCHEMA = pa.schema(
+    [
+        pa.field("delta_id", pa.string(), nullable=False),
+        pa.field("entry_id", pa.string(), nullable=False),
+        pa.field("revision", pa.int64(), nullable=False),
+        pa.field("op", pa.string(), nullable=False),
+        pa.field("at", _TS, nullable=False),
+        pa.field("by", pa.string(), nullable=False),
+        pa.field("reason", pa.string()),
+        pa.field("changes_json", pa.string()),
+        pa.field("merged_into", pa.string()),
+        pa.field("run_window_end", _TS),
     ]
 )
 
@@ -99,6 +148,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "signatures": SIGNATURES_SCHEMA,
     "diagnoses": DIAGNOSES_SCHEMA,
     "playbooks": PLAYBOOKS_SCHEMA,
+    "playbook_deltas": PLAYBOOK_DELTAS_SCHEMA,
 }
 PARTITIONED: frozenset[str] = frozenset()  # none since failures became a view
 
