@@ -1,6 +1,7 @@
 """The agent simulator against the real local HTTP API: every task kind becomes op records, the
-planted mistakes come back as the tools' own errors, and served playbook entries change what the
-agents do (fewer /sql failures than the same seed without playbooks)."""
+planted mistakes come back as the tools' own errors, and served playbook entries that carry a
+specific fix change what the agents do (fewer /sql failures than the same seed without playbooks).
+Which entry fixes which mistake is tested in tests/unit/test_simulator_follow.py."""
 
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ from opslake.query.factory import create_engine
 from opslake_local.drain import Drainer
 from opslake_local.simulator import (
     MODES,
+    QUESTIONS,
     Report,
     SimAgent,
     Simulator,
-    follow_entries,
-    followed_modes,
     plan_task,
 )
 from opslake_local.stack import LocalStack
@@ -29,26 +29,34 @@ from opslake_local.stack import LocalStack
 pytestmark = pytest.mark.integration
 
 Local = tuple[LocalStack, httpx.Client, Drainer]
-SQL_ENTRY = {
-    "entry_id": "pb_sql_describe_first",
-    "trigger": "writing SQL over workers or placements",
-    "action": "describe the table with GET /tables/{name} first and use only the columns it lists",
-    "kind": "do",
-    "confidence": 0.8,
-    "domain": "sql",
-    "endpoint": "/sql",
-    "status": "active",
-    "evidence_op_ids": ["op-a", "op-b", "op-c"],
-}
+#: One column entry per SQL question (the contrast rules' canonical phrasing), never held out.
+SQL_ENTRIES = [
+    {
+        "entry_id": f"pb_sql_column_{q.name}",
+        "trigger": f"SQL question over {q.table}",
+        "action": f"Use the column {q.column} of {q.table}",
+        "instead_of": ", ".join(q.guesses),
+        "kind": "do",
+        "confidence": 0.8,
+        "domain": "sql",
+        "endpoint": "/sql",
+        "status": "active",
+        "fix_kind": "column",
+        "holdout_share": 0.0,
+        "evidence_op_ids": ["op-a", "op-b", "op-c"],
+    }
+    for q in QUESTIONS
+]
 
 
 @pytest.fixture(scope="module")
 def stack(local: Local) -> LocalStack:
-    """The module's stack with a playbook snapshot holding one active /sql entry, written before any
-    agent reads /playbooks (the handler caches the snapshot for 60 s)."""
+    """The module's stack with a playbook snapshot holding a column entry per SQL question, written
+    before any agent reads /playbooks (the handler caches the snapshot for 60 s)."""
     stack = local[0]
     now = datetime.now(UTC).isoformat()
-    snapshot = {"generated_at": now, "entries": [{**SQL_ENTRY, "created_at": now, "published_at": now}]}
+    entries = [{**e, "created_at": now, "published_at": now} for e in SQL_ENTRIES]
+    snapshot = {"generated_at": now, "entries": entries}
     stack.client("s3").put_object(
         Bucket=stack.bucket,
         Key=stack.environment.get("OPSLAKE_PLAYBOOKS_KEY", "playbooks/current.json"),
@@ -74,33 +82,6 @@ def test_plans_are_deterministic_for_a_seed() -> None:
     other = [plan_task(random.Random("8:1:0"), agent) for _ in range(20)]
     assert first == again
     assert first != other
-
-
-def test_followed_modes_rules() -> None:
-    assert followed_modes(SQL_ENTRY, "sql_question") == {"sql_guessed_column"}  # names columns only
-    generic = {"endpoint": "/sql", "trigger": "SQL questions", "action": "be careful", "confidence": 0.5}
-    assert followed_modes(generic, "sql_question") == {"sql_guessed_column", "sql_row_cap", "malformed_body"}
-    assert followed_modes(generic, "staff_job") == set()  # /sql is not a step of staffing a job
-    by_class = {"task_class": "staff_job", "trigger": "staffing", "action": "send role and state filters"}
-    assert followed_modes(by_class, "staff_job") == {"match_missing_filters"}
-    assert followed_modes({"trigger": "anything", "action": "be careful"}, "staff_job") == set()
-    ids = {
-        "endpoint": "/worker/{id}",
-        "kind": "avoid",
-        "trigger": "reading a worker",
-        "action": "guessing ids",
-    }
-    assert followed_modes(ids, "worker_lookup") == {"worker_guessed_id"}
-    assert followed_modes(SQL_ENTRY, "sql_question", min_confidence=0.9) == set()
-
-
-def test_follow_entries_keeps_the_followed_ones_in_order() -> None:
-    vague = {"entry_id": "pb_vague", "trigger": "anything", "action": "be careful"}
-    ids = {"entry_id": "pb_ids", "endpoint": "/worker/{id}", "trigger": "reading a worker", "action": "ids"}
-    served = [ids, "not an entry", vague, SQL_ENTRY]
-    assert follow_entries(served, "worker_lookup") == [("pb_ids", {"worker_guessed_id"})]
-    assert follow_entries(served, "sql_question") == [("pb_sql_describe_first", {"sql_guessed_column"})]
-    assert follow_entries(served, "sql_question", min_confidence=0.9) == []
 
 
 @pytest.mark.slow
@@ -149,32 +130,37 @@ def stack_url(local: Local) -> str:
 
 
 @pytest.mark.slow
-def test_agents_follow_a_served_sql_entry(local: Local, stack: LocalStack) -> None:
-    runs = {}
+def test_agents_follow_served_column_entries(local: Local, stack: LocalStack) -> None:
+    runs, sims = {}, {}
     for enabled in (False, True):
-        sim = Simulator(
+        sims[enabled] = Simulator(
             stack_url(local),
             agents(stack, f"simpb{int(enabled)}", 5, 0.45),
             seed=5,
             playbooks_enabled=enabled,
         )
-        runs[enabled] = sim.run_cycle(tasks_per_agent=4)
-        sim.close()
+        runs[enabled] = sims[enabled].run_cycle(tasks_per_agent=4)
+        sims[enabled].close()
     without, with_ = runs[False], runs[True]
     assert with_.tasks == without.tasks  # same seed, same tasks
+    plans = [p for agent_plans in sims[True].plans(1, 4) for p in agent_plans]
 
-    sql_tasks = with_.tasks["sql_question"]
-    assert sql_tasks >= 2
-    assert with_.entries_followed["pb_sql_describe_first"] == sql_tasks
+    # each SQL question follows the entry naming its own column and table, and only that one
+    asked = Counter(p.question.name for p in plans if p.task_class == "sql_question")
+    assert sum(asked.values()) >= 2
+    assert with_.entries_followed == {f"pb_sql_column_{name}": n for name, n in asked.items()}
+    assert with_.fixed_by == {"sql_guessed_column": with_.entries_followed}
+    assert with_.follows_reported == sum(asked.values())
     assert with_.avoided["sql_guessed_column"] == without.mistakes["sql_guessed_column"] > 0
-    describes = [c for c in with_.calls if c.route == "/tables/{name}"]
-    # every SQL question written (not the row-listing or malformed ones) starts by describing its table
-    assert len(describes) >= with_.avoided["sql_guessed_column"] > 0
-    assert len(describes) > without.route_calls("/tables/{name}")  # without: only when rescuing
+    assert "sql_guessed_column" not in with_.mistakes
+    # the agent writes the column directly: no describe call (without: only when rescuing)
+    assert not any(c.route == "/tables/{name}" for c in with_.calls)
     assert not any(c.error == "sql_column_not_found" for c in with_.calls)
     assert with_.route_failures("/sql") < without.route_failures("/sql")
-    # the entry names columns only: the row-cap mistake is still made as often
-    assert with_.mistakes["sql_row_cap"] == without.mistakes["sql_row_cap"]
+    # the entries name columns only: every other mistake is still made as often
+    assert {m: n for m, n in with_.mistakes.items()} == {
+        m: n for m, n in without.mistakes.items() if m != "sql_guessed_column"
+    }
 
 
 RUNTIME_COLUMNS = (

@@ -18,8 +18,10 @@ from the seed (:mod:`.agents`). All random draws of a task happen before it runs
 whatever the server answers: only the playbook entries they read can change what they do.
 
 **Playbook entries**: before each task an agent reads ``GET /playbooks`` and follows the entries
-that apply; which entry switches off which mistake is decided in one place, :mod:`.follow`. With
-``playbooks_enabled=False`` agents never read ``/playbooks`` (the "without" arm).
+that carry the specific fix of one of its mistakes (the real column, the missing fields, the valid
+id form…: decided in one place, :mod:`.follow`; an entry that only names the step changes nothing),
+and reports what it followed as a ``playbook:followed`` op. With ``playbooks_enabled=False`` agents
+never read ``/playbooks`` (the "without" fleet).
 
 Modules: :mod:`.modes` (mistakes, tasks, questions), :mod:`.agents`, :mod:`.plan`, :mod:`.follow`,
 :mod:`.tasks` (what each task does), :mod:`.client` (HTTP and ``/events`` plumbing), :mod:`.otlp`
@@ -35,9 +37,11 @@ from opslake_local.simulator.client import (
     sig_hash,
 )
 from opslake_local.simulator.fleet import Simulator
-from opslake_local.simulator.follow import follow_entries, followed_modes
+from opslake_local.simulator.follow import fixes, follow_entries
 from opslake_local.simulator.modes import (
     CORRECTIONS,
+    FOLLOWED_ENDPOINT,
+    FOLLOWED_EVENT_KIND,
     MODEL_CALL,
     MODES,
     QUESTIONS,
@@ -55,6 +59,8 @@ from opslake_local.simulator.tasks import ROW_LIMIT, TaskRun
 
 __all__ = [
     "CORRECTIONS",
+    "FOLLOWED_ENDPOINT",
+    "FOLLOWED_EVENT_KIND",
     "MODEL_CALL",
     "MODES",
     "QUESTIONS",
@@ -81,8 +87,8 @@ __all__ = [
     "TaskRun",
     "TaskSpans",
     "create_agents",
+    "fixes",
     "follow_entries",
-    "followed_modes",
     "mistake_profile",
     "plan_task",
     "sig_hash",

@@ -1,6 +1,6 @@
-"""The planted mistakes and the tasks they happen in: each mode's steps, default rate and the words
-that name it (what a playbook entry must say to be about it), the steps of each task, the SQL
-questions with the column names a careless agent guesses, and an overseer's correction per mode."""
+"""The planted mistakes and the tasks they happen in: each mode's steps and default rate, the steps
+of each task, the SQL questions with the column names a careless agent guesses, and an overseer's
+correction per mode. What a playbook entry must say to switch a mode off is in :mod:`.follow`."""
 
 from __future__ import annotations
 
@@ -14,16 +14,19 @@ RUNTIME_MODEL = "sim-large-1"
 PROMPT_TOKENS = 48_000  # the prompt that times out
 SMALLER_PROMPT_TOKENS = 12_000  # the retry's
 ANSWER_TOKENS = 600
+#: How a runtime reports the playbook entries it followed: opslake_sdk's ``report_followed`` shape
+#: (``opslake_sdk.client.FOLLOWED_ENDPOINT``/``FOLLOWED_EVENT_KIND``; a test keeps them equal).
+FOLLOWED_ENDPOINT = "playbook:followed"
+FOLLOWED_EVENT_KIND = "playbook_followed"
 
 
 @dataclass(frozen=True)
 class Mode:
-    """A planted mistake: where it happens, how likely it is by default, the words that name it."""
+    """A planted mistake: where it happens and how likely it is by default."""
 
     name: str
     endpoints: tuple[str, ...]
     base_rate: float
-    keywords: tuple[str, ...]
     description: str
 
 
@@ -31,22 +34,16 @@ MODES: dict[str, Mode] = {
     m.name: m
     for m in (
         Mode("sql_guessed_column", ("/sql",), 0.4,
-             ("column", "columns", "describe", "schema", "/tables", "sql_column_not_found"),
              "SQL with a guessed column name (salary instead of hourly_rate)"),
         Mode("sql_row_cap", ("/sql",), 0.25,
-             ("truncated", "row cap", "limit", "aggregate", "count", "rows"),
              "lists rows and counts them itself: the answer is cut at the row cap"),
         Mode("malformed_body", ("/sql", "/match"), 0.08,
-             ("json", "malformed", "body", "invalid json"),
              "a hand-built JSON body cut short"),
         Mode("worker_guessed_id", (WORKER_ROUTE,), 0.35,
-             ("id", "ids", "worker_id", "guess", "guessed", "guessing", "look up", "lookup", "not_found"),
              "GET /worker/{id} with an id from memory (unknown or malformed)"),
         Mode("match_missing_filters", ("/match",), 0.3,
-             ("role", "city", "state", "filter", "filters", "required", "missing"),
              "POST /match without role and city/state"),
         Mode("runtime_timeout", (MODEL_CALL,), 0.12,
-             ("timeout", "timed out", "prompt", "smaller"),
              "the agent's own model call times out (reported to /events)"),
     )
 }  # fmt: skip

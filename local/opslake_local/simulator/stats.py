@@ -46,6 +46,9 @@ class CycleStats:
     avoided: Counter[str] = field(default_factory=Counter)  # rolled, but a followed entry prevented it
     errors: Counter[str] = field(default_factory=Counter)  # "POST /sql 400 sql_column_not_found" → n
     entries_followed: Counter[str] = field(default_factory=Counter)  # entry_id → tasks that followed it
+    #: mode → entry_id → tasks in which that entry's specific fix switched the mode off (rolled or not)
+    fixed_by: dict[str, Counter[str]] = field(default_factory=dict)
+    follows_reported: int = 0  # playbook:followed ops the runtime reported (one per task that followed any)
     playbook_reads: int = 0
     rescues: Counter[str] = field(default_factory=Counter)  # "succeeded" / "failed"
     corrections: int = 0
@@ -80,7 +83,9 @@ class CycleStats:
         data: dict[str, Any] = {}
         for item in fields(self):
             value = getattr(self, item.name)
-            if item.name != "calls":
+            if item.name == "fixed_by":
+                data[item.name] = {mode: dict(entries) for mode, entries in value.items()}
+            elif item.name != "calls":
                 data[item.name] = dict(value) if isinstance(value, Counter) else value
         data.update(ops_sent=self.ops_sent, failure_rate=round(self.failure_rate, 4))
         return data

@@ -1,4 +1,4 @@
-"""What each task does, step by step, with its planted mistakes and the careful way of each step.
+"""What each task does, step by step, with its planted mistakes and the fixed way of each step.
 
 * ``staff_job``: find N workers for a role in a place (``POST /match``), then read the picks
   (``GET /worker/{id}``).
@@ -6,19 +6,21 @@
 * ``worker_lookup``: read the record of the best-rated worker of a role in a city: find the id with
   ``POST /sql``, then ``GET /worker/{id}``.
 
-A planted mistake is made when the plan rolled it and no followed entry switched it off
-(:mod:`opslake_local.simulator.follow`); then the agent does the step the careful way. Careful
-means: for ``/sql``, ``GET /tables/{name}`` first and only columns it lists
-(``sql_guessed_column``), an aggregate instead of listing rows (``sql_row_cap``), a body built by a
-JSON encoder (``malformed_body``); for ``/worker/{id}``, ids found with ``/match`` or ``/sql``
-first, never guessed; for ``/match``, ``role`` and ``state``/``city`` always sent; for
-``runtime:model_call``, a smaller prompt (no timeout). After a failed step the runtime may report
-an overseer's correction and may rescue the step by retrying it the careful way.
+A planted mistake is made when the plan rolled it and no followed entry carries its specific fix
+(:mod:`opslake_local.simulator.follow`); then the agent does the step the fixed way: for ``/sql``,
+the question's real column written directly (``sql_guessed_column``), an aggregate instead of
+listing rows (``sql_row_cap``), a body built by a JSON encoder (``malformed_body``); for
+``/worker/{id}``, only ids a ``/match`` or ``/sql`` answer returned; for ``/match``, ``role`` and
+``state`` always sent; for ``runtime:model_call``, a smaller prompt (no timeout). The entries it
+followed are reported once per task as a ``playbook:followed`` op (opslake_sdk's
+``report_followed`` shape). After a failed step the runtime may report an overseer's correction
+and may rescue the step by retrying it the careful way (describing the table first for a column).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +29,8 @@ from opslake_local.simulator.follow import follow_entries
 from opslake_local.simulator.modes import (
     ANSWER_TOKENS,
     CORRECTIONS,
+    FOLLOWED_ENDPOINT,
+    FOLLOWED_EVENT_KIND,
     MODEL_CALL,
     PROMPT_TOKENS,
     RUNTIME_MODEL,
@@ -115,10 +119,29 @@ class TaskRun:
         self.stats.playbook_reads += 1
         if status != 200:
             return
-        entries, task_class = payload.get("entries") or [], self.plan.task_class
-        for entry_id, modes in follow_entries(entries, task_class, min_confidence=self.min_confidence):
+        followed = follow_entries(payload.get("entries") or [], self.plan, min_confidence=self.min_confidence)
+        for entry_id, modes in followed:
             self.careful |= modes
             self.stats.entries_followed[entry_id] += 1
+            for mode in modes:
+                self.stats.fixed_by.setdefault(mode, Counter())[entry_id] += 1
+        if followed:
+            self.report_followed([entry_id for entry_id, _ in followed])
+
+    def report_followed(self, entry_ids: list[str]) -> None:
+        """The entries this task follows, as one op in opslake_sdk's ``report_followed`` shape
+        (the consolidator counts follows per entry and arm)."""
+        self.stats.follows_reported += 1
+        self.client.events(
+            {
+                "endpoint": FOLLOWED_ENDPOINT,
+                "source": "runtime",
+                "event_kind": FOLLOWED_EVENT_KIND,
+                "success": True,
+                "duration_ms": 0.0,
+                "attributes": {"entry_ids": ",".join(entry_ids)},
+            }
+        )
 
     # -- the runtime's own model call ------------------------------------------------------------
     def model_call(self) -> None:
@@ -245,21 +268,6 @@ class TaskRun:
         status, payload = self.client.call("GET", f"/tables/{table}", "/tables/{name}")
         return {c["name"] for c in payload.get("columns", [])} if status == 200 else set()
 
-    def _column(self) -> str:
-        """The column the agent writes: a careful agent describes the table and uses its columns."""
-        p, q = self.plan, self.plan.question
-        guessed = p.rolls["sql_guessed_column"]
-        if "sql_guessed_column" in self.careful:
-            known = self._describe(q.table)
-            if q.column in known:  # the description corrects any guess
-                if guessed:
-                    self.stats.avoided["sql_guessed_column"] += 1
-                return q.column
-        if guessed:
-            self.stats.mistakes["sql_guessed_column"] += 1
-            return p.guess
-        return q.column
-
     def sql_question(self) -> bool:
         p, q = self.plan, self.plan.question
         values = {"role": p.role, "state": p.state}
@@ -292,7 +300,8 @@ class TaskRun:
             return self.after_failure(
                 "/sql", payload.get("error"), "malformed_body", lambda: self._sql(right_sql)[0] == 200
             )
-        column = self._column()
+        # an entry naming this question's column and table: the agent writes that column directly
+        column = p.guess if self.mistake("sql_guessed_column") else q.column
         mode = "sql_guessed_column" if column != q.column else None
         status, payload = self._sql(q.sql.format(col=column, **values), mode=mode)
         if status == 200:
