@@ -4,11 +4,15 @@ Boots the local stack (moto server provisioned from template.yaml, the embedded 
 API), loads the sample dataset, and runs several cycles of the closed loop (opslake_local.loop):
 simulated agents call the real tools and make real mistakes, the writer lands their op records,
 the analyzer finds the failure signatures and diagnoses them, the consolidator turns evidence into
-playbook entries, and in the next cycle the agents that read playbooks fail less. The same seed
-runs a second fleet that never reads playbooks, so the difference is measured, not claimed. The
-fleet that reads playbooks reports what only its runtimes know (model calls, corrections, rescues)
-as spans through the OpenTelemetry SDK's OTLP exporter to ``POST /v1/traces`` (not opslake-sdk);
-the other posts the same reports to ``POST /events``.
+playbook entries (refusing the ones that say nothing a reader could act on), and in the next cycle
+the agents that read playbooks follow the entries that carry a specific fix for one of their
+mistakes; an entry that only names the step changes nothing. Each entry is served to about half of
+the readers and withheld from the others; the closing note prints the holdout experiment the
+consolidator computed for each entry beside the comparison with a second fleet that runs the same
+seeded tasks and never reads playbooks, with intervals, and whether the two agree in sign. The
+fleet that reads playbooks reports what only its runtimes know (model calls, corrections, rescues,
+the entries it followed) as spans through the OpenTelemetry SDK's OTLP exporter to
+``POST /v1/traces`` (not opslake-sdk); the other posts the same reports to ``POST /events``.
 
 Writes ``out/demo/report.html`` (self-contained) and copies the lake under ``out/demo/lake/``.
 The diagnoser is the heuristic unless ``OPSLAKE_LLM_BASE_URL`` and ``OPSLAKE_LLM_MODEL`` are set.
@@ -31,6 +35,7 @@ import httpx
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
 from opslake_local.console import progress, text_table
+from opslake_local.experiments import closing_note
 from opslake_local.http import LocalApi
 from opslake_local.loop import (
     LOOP_ENV,
@@ -207,7 +212,7 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
                 on_cycle=print_cycle,
                 on_step=step,
             )
-            show_effect(result)
+            show_experiments(result)
             show_reporting(stack, result)
             step("reading signatures and playbook entries")
             show_signatures_and_entries(stack)
@@ -236,7 +241,8 @@ _DEMO_STEPS = 5  # run()'s own steps besides the loop's: stack, signatures, lake
 
 
 CYCLE_HEADER = (
-    "cycle", "messages", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "followed",
+    "cycle", "messages", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "refused",
+    "followed",
 )  # fmt: skip
 
 
@@ -245,18 +251,18 @@ def print_cycle(row: CycleRow) -> None:
     line = text_table(
         CYCLE_HEADER,
         [(s["cycle"], s["messages_written"], f"{s['failure_rate_with']:.1%}", f"{s['failure_rate_without']:.1%}",
-          s["new_signatures"], s["diagnoses"], s["active_entries"], s["entries_followed"])],
+          s["new_signatures"], s["diagnoses"], s["active_entries"], s["refused_by_gate"], s["entries_followed"])],
     )  # fmt: skip
     print(line.splitlines()[-1])
 
 
-def show_effect(result: LoopResult) -> None:
-    later = slice(1, None)
-    with_rate = result.failure_rate(with_playbooks=True, cycles=later)
-    without_rate = result.failure_rate(with_playbooks=False, cycles=later)
-    _print("the effect (cycles 2+, after the first playbook entries exist)")
-    print(f"failure rate with playbooks {with_rate:.1%}   without {without_rate:.1%}   "
-          f"(tool calls that failed / tool calls; same seeded tasks and mistakes in both fleets)")  # fmt: skip
+def show_experiments(result: LoopResult) -> None:
+    """The closing note (:func:`closing_note`) of a finished loop."""
+    _print("playbook experiments (holdout, as the consolidator computed them)")
+    if result.experiments is None:
+        print("no experiments were read")
+        return
+    print("\n".join(closing_note(result.experiments)))
 
 
 #: Per fleet, the ops in the lake that came through /v1/traces (they carry the span's id) and the
@@ -305,10 +311,10 @@ def show_signatures_and_entries(stack: LocalStack) -> None:
     print(text_table(["failures", "agents", "template"], rows))
     _print("playbook entries (table playbooks)")
     rows = engine.run(
-        "SELECT kind, status, round(confidence, 2) AS confidence, evidence_agent_count, substr(action, 1, 80) AS action "
-        "FROM playbooks ORDER BY status, confidence DESC LIMIT 10"
+        "SELECT kind, status, experiment_stage, last_verdict, evidence_agent_count, substr(action, 1, 80) AS action "
+        "FROM playbooks ORDER BY status, confidence DESC, entry_id LIMIT 10"
     ).rows
-    print(text_table(["kind", "status", "confidence", "agents", "action"], rows))
+    print(text_table(["kind", "status", "stage", "verdict", "agents", "action"], rows))
 
 
 def llm_parameters() -> tuple[dict[str, str], str | None]:

@@ -33,8 +33,10 @@ from typing import Any, Literal
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from opslake.analysis.intervals import wilson
 from opslake.query.base import QueryEngine, QueryError
 from opslake_local import svg
+from opslake_local.experiments import fix_label
 
 TABLES = ("ops", "signatures", "diagnoses", "playbooks")
 MAX_TEXT = 300  # characters of agent-written text shown in a table cell
@@ -62,10 +64,13 @@ SQL: dict[str, str] = {
         "created_at FROM diagnoses ORDER BY created_at DESC, diagnosis_id LIMIT 30"
     ),
     "playbooks": (
-        "SELECT entry_id, kind, status, endpoint, task_class, trigger, action, confidence, "
-        "evidence_agent_count, cardinality(evidence_op_ids) AS evidence, ops_before, failures_before, "
-        "ops_after, failures_after, failure_rate_before, failure_rate_after, published_at, retired_at "
-        "FROM playbooks ORDER BY status, confidence DESC, entry_id LIMIT 50"
+        "SELECT entry_id, kind, status, endpoint, task_class, trigger, action, instead_of, fix_kind, fix_names, "
+        "confidence, evidence_agent_count, cardinality(evidence_op_ids) AS evidence, experiment_stage, "
+        "holdout_share, treatment_units, holdout_units, treatment_ops, treatment_failures, treatment_rate, "
+        "treatment_rate_low, treatment_rate_high, holdout_ops, holdout_failures, holdout_rate, holdout_rate_low, "
+        "holdout_rate_high, effect, effect_low, effect_high, design_effect, last_verdict, helpful_count, "
+        "harmful_count, neutral_count, followed_treatment, followed_holdout, retired_reason, published_at, "
+        "retired_at FROM playbooks ORDER BY status, confidence DESC, entry_id LIMIT 50"
     ),
 }
 
@@ -176,6 +181,30 @@ def rate(value: Any) -> str:
     return "" if value is None else f"{float(value) * 100:.1f}%"
 
 
+def rate_interval(low: Any, high: Any) -> str:
+    """``[1.8%, 20.7%]`` (empty when either end is missing)."""
+    if low is None or high is None:
+        return ""
+    return f"[{_num(low) * 100:.1f}%, {_num(high) * 100:.1f}%]"
+
+
+def points(value: Any, low: Any = None, high: Any = None) -> str:
+    """A difference of rates in signed percentage points, with its interval when given."""
+    if value is None:
+        return ""
+    shown = f"{_num(value) * 100:+.1f} pp"
+    if low is not None and high is not None:
+        shown += f" [{_num(low) * 100:+.1f}, {_num(high) * 100:+.1f}]"
+    return shown
+
+
+def arm(failures: Any, ops: Any, value: Any, low: Any, high: Any) -> str:
+    """One arm of an experiment: ``2/31 6.5% [1.8%, 20.7%]`` (empty when not measured)."""
+    if ops is None or failures is None:
+        return ""
+    return f"{text(failures)}/{text(ops)} {rate(value)} {rate_interval(low, high)}".rstrip()
+
+
 def data_table(
     rows: Sequence[Mapping[str, Any]],
     columns: Sequence[tuple[str, str]],
@@ -239,7 +268,8 @@ def _arm(cycle: Mapping[str, Any]) -> str:
 
 
 def cycles_section(summary: Mapping[str, Any] | None) -> Section:
-    """Failure rate per cycle, one line per arm (from the demo's summary)."""
+    """Failure rate per cycle, one line per fleet (from the demo's summary), each cycle's Wilson
+    interval, and the fleets' comparison beside the holdout estimates (``agreement``)."""
     title = "Failure rate per cycle, with and without playbooks"
     cycles = [c for c in (summary or {}).get("cycles", []) if isinstance(c, Mapping)]
     if not cycles:
@@ -255,17 +285,66 @@ def cycles_section(summary: Mapping[str, Any] | None) -> Section:
         y_max=svg.nice_max(max(y for points in series.values() for _, y in points) or 0.1),
         percent=True,
     )
+    blocks: list[Block] = [Chart(chart)]
+    agreement = (summary or {}).get("agreement")
+    if isinstance(agreement, Mapping):
+        blocks.append(KeyValues(agreement_items(agreement)))
     facts = {
         k: v for k, v in (summary or {}).items() if k != "cycles" and isinstance(v, str | int | float | bool)
     }
-    blocks: list[Block] = [Chart(chart)]
     if facts:
         blocks.append(KeyValues([(text(k), text(v)) for k, v in facts.items()]))
-    columns = [("cycle", "cycle"), ("arm", "arm"), ("tool_calls", "tool calls"),
-               ("tool_failures", "failed calls"), ("failure_rate", "failure rate")]  # fmt: skip
-    shown = [{**c, "arm": _arm(c)} for c in cycles]
+    columns = [("cycle", "cycle"), ("arm", "arm"), ("tool_calls", "tool calls"), ("tool_failures", "failed calls"),
+               ("failure_rate", "failure rate"), ("interval", "95% interval")]  # fmt: skip
+    shown = [{**c, "arm": _arm(c), "interval": _cycle_interval(c)} for c in cycles]
     blocks.append(data_table(shown, columns, {"failure_rate": rate}))
     return Section("cycles", title, blocks)
+
+
+def _cycle_interval(cycle: Mapping[str, Any]) -> str:
+    calls, failures = int(_num(cycle.get("tool_calls"))), int(_num(cycle.get("tool_failures")))
+    if calls <= 0 or not 0 <= failures <= calls:
+        return ""
+    return rate_interval(*wilson(failures, calls))
+
+
+def _fleet(fleet: Any) -> str:
+    if not isinstance(fleet, Mapping):
+        return ""
+    return (
+        f"{rate(fleet.get('rate'))} {rate_interval(fleet.get('low'), fleet.get('high'))} "
+        f"({text(fleet.get('failures'))} of {text(fleet.get('ops'))} tool calls)"
+    )
+
+
+def agreement_items(agreement: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The demo's closing note as key/values: the two fleets with intervals, their difference,
+    the pooled holdout Δ and whether the two agree in sign."""
+    first = agreement.get("fleet_first_cycle", 2)
+    pooled = agreement.get("pooled_holdout_delta")
+    items = [
+        (f"fleet with playbooks, cycles {first}+", _fleet(agreement.get("fleet_with"))),
+        (f"fleet without playbooks, cycles {first}+", _fleet(agreement.get("fleet_without"))),
+        (
+            "fleets Δ (without − with)",
+            points(
+                agreement.get("fleet_delta"),
+                agreement.get("fleet_delta_low"),
+                agreement.get("fleet_delta_high"),
+            )
+            + " (Newcombe; treats tool calls as independent)",
+        ),
+        (
+            "pooled holdout Δ (holdout − treatment)",
+            f"{points(pooled)} (Mantel–Haenszel over {text(agreement.get('judged_entries'))} judged entries)"
+            if pooled is not None
+            else "no entry judged yet",
+        ),
+        ("agree in sign", text(agreement.get("agree_in_sign"))),
+        ("entries published", text(agreement.get("entries_published"))),
+        ("entries refused by the quality gate", text(agreement.get("refused_by_quality_gate"))),
+    ]
+    return items
 
 
 def hourly_section(fetched: Fetched) -> Section:
@@ -329,32 +408,58 @@ def latency_section(fetched: Fetched) -> Section:
 
 
 def playbooks_section(fetched: Fetched) -> Section:
-    title = "Playbook entries: evidence and efficacy"
+    """Every entry with its holdout experiment as the consolidator computed it (table
+    ``playbooks``): a dot-and-whisker chart of each measured entry's holdout and treatment failure
+    rates with their intervals, and the columns."""
+    title = "Playbook entries: evidence and holdout experiments"
     if not fetched.rows:
         return Section("playbooks", title, [no_data("playbooks", fetched)])
-    measured = [r for r in fetched.rows if r.get("failure_rate_before") is not None]
+    measured = [
+        r for r in fetched.rows if r.get("treatment_ops") is not None and r.get("holdout_ops") is not None
+    ]
     blocks: list[Block] = []
     if measured:
-        chart = svg.bar_chart(
-            [f"{r.get('entry_id')} ({r.get('endpoint') or r.get('task_class') or 'any'})" for r in measured],
+
+        def estimate(row: Mapping[str, Any], prefix: str) -> tuple[float, float, float] | None:
+            point, low, high = (row.get(f"{prefix}_rate{end}") for end in ("", "_low", "_high"))
+            if point is None or low is None or high is None:
+                return None
+            return _num(point), _num(low), _num(high)
+
+        chart = svg.interval_chart(
+            [f"{r.get('entry_id')} ({fix_label(r)})" for r in measured],
             {
-                "before": [_num(r.get("failure_rate_before")) for r in measured],
-                "after": [_num(r.get("failure_rate_after")) for r in measured],
+                "holdout (entry withheld)": [estimate(r, "holdout") for r in measured],
+                "treatment (entry served)": [estimate(r, "treatment") for r in measured],
             },
-            title="Failure rate of the targeted ops before and after each entry was published",
+            title="Failure rate of each entry's target ops: holdout vs treatment, 95% intervals",
             percent=True,
             label_width=280,
         )
         blocks.append(Chart(chart))
-    columns = [("entry_id", "entry"), ("kind", "kind"), ("status", "status"), ("endpoint", "endpoint"),
-               ("task_class", "task class"), ("trigger", "trigger"), ("action", "action"),
-               ("confidence", "confidence"), ("evidence", "evidence ops"), ("evidence_agent_count", "agents"),
-               ("ops_before", "ops before"), ("failure_rate_before", "failure rate before"),
-               ("ops_after", "ops after"), ("failure_rate_after", "failure rate after"),
-               ("published_at", "published")]  # fmt: skip
-    formats = {"failure_rate_before": rate, "failure_rate_after": rate}
-    blocks.append(data_table(fetched.rows, columns, formats, tags={"kind"}))
-    note = "" if measured else "efficacy is not measured yet for any entry"
+    shown = [
+        {
+            **r,
+            "fix": fix_label(r) if r.get("fix_kind") else "",
+            "treatment": arm(r.get("treatment_failures"), r.get("treatment_ops"), r.get("treatment_rate"),
+                             r.get("treatment_rate_low"), r.get("treatment_rate_high")),
+            "holdout": arm(r.get("holdout_failures"), r.get("holdout_ops"), r.get("holdout_rate"),
+                           r.get("holdout_rate_low"), r.get("holdout_rate_high")),
+            "delta": points(r.get("effect"), r.get("effect_low"), r.get("effect_high")),
+            "counts": f"{text(r.get('helpful_count') or 0)} / {text(r.get('harmful_count') or 0)}",
+            "followed": f"{text(r.get('followed_treatment') or 0)} / {text(r.get('followed_holdout') or 0)}",
+        }
+        for r in fetched.rows
+    ]  # fmt: skip
+    columns = [("entry_id", "entry"), ("kind", "kind"), ("status", "status"), ("experiment_stage", "stage"),
+               ("endpoint", "endpoint"), ("task_class", "task class"), ("trigger", "trigger"), ("action", "action"),
+               ("instead_of", "instead of"), ("fix", "fix"), ("evidence", "evidence ops"),
+               ("evidence_agent_count", "agents"), ("treatment", "treatment failures/ops, rate [95%]"),
+               ("holdout", "holdout failures/ops, rate [95%]"), ("delta", "Δ holdout − treatment [95%]"),
+               ("last_verdict", "verdict"), ("counts", "helpful / harmful"), ("design_effect", "design effect"),
+               ("followed", "followed (treatment / holdout)"), ("published_at", "published")]  # fmt: skip
+    blocks.append(data_table(shown, columns, tags={"kind"}))
+    note = "" if measured else "no entry has a holdout experiment measured yet"
     return Section("playbooks", title, blocks, note)
 
 

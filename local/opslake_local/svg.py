@@ -1,4 +1,5 @@
-"""Tiny hand-written SVG charts for the HTML report: a line chart and a (grouped) bar chart.
+"""Tiny hand-written SVG charts for the HTML report: a line chart, a (grouped) bar chart and a
+dot-and-whisker chart of estimates with their intervals.
 
 Each function returns one ``<svg class="chart">`` element with a ``<title>`` and ``aria-label``
 (screen readers and browsers' tooltips), fixed pixel size and no external resources. All text
@@ -197,4 +198,65 @@ def bar_chart(
     legend_y = top + group_h * len(labels) + 32
     if len(names) > 1 or value_label:
         body.append(_legend(names if len(names) > 1 else [value_label], left, legend_y))
+    return Markup(head + "".join(body) + "</svg>")
+
+
+def interval_chart(
+    labels: Sequence[str],
+    series: Mapping[str, Sequence[tuple[float, float, float] | None]],
+    *,
+    title: str,
+    width: int = 640,
+    row_height: int = 14,
+    label_width: int = 220,
+    percent: bool = False,
+) -> Markup:
+    """A dot-and-whisker chart: one group per label, one dot (the estimate) with a whisker (its
+    interval) per series in it; ``series`` maps a name to ``(estimate, low, high)`` per label, None
+    where that label has none. Long labels are cut to 40 characters (the full text is their title)."""
+    names = list(series)
+    group_h = row_height * len(names) + 8
+    top, bottom = 12.0, 44.0 + 16 * max(0, len(names) - 1)
+    height = int(top + bottom + group_h * max(1, len(labels)))
+    _, head = _open(title, width, height)
+    left = float(label_width)
+    plot_w = width - left - 60
+    values = [float(v) for name in names for item in series[name] if item is not None for v in item]
+    top_value = nice_max(max(values or [1.0]))
+    fmt = _percent if percent else _fmt
+
+    def sx(value: float) -> float:
+        return left + max(0.0, min(float(value), top_value)) / top_value * plot_w
+
+    body = []
+    for i in range(5):
+        x = left + plot_w * i / 4
+        body.append(
+            f'<line x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{top + group_h * len(labels):.1f}" stroke="#e5e7eb"/>'
+            f'<text x="{x:.1f}" y="{top + group_h * len(labels) + 14:.1f}" text-anchor="middle" {FONT}>'
+            f"{escape(fmt(top_value * i / 4))}</text>"
+        )
+    for row, label in enumerate(labels):
+        y0 = top + row * group_h + 4
+        shown = label if len(label) <= 40 else label[:39] + "…"
+        body.append(
+            f'<text x="{left - 6:.1f}" y="{y0 + group_h / 2:.1f}" text-anchor="end" {FONT}>'
+            f"<title>{escape(label)}</title>{escape(shown)}</text>"
+        )
+        for j, name in enumerate(names):
+            item = series[name][row]
+            if item is None:
+                continue
+            estimate, low, high = (float(v) for v in item)
+            y = y0 + j * row_height + row_height / 2
+            color = PALETTE[j % len(PALETTE)]
+            tip = escape(f"{label} · {name}: {fmt(estimate)} [{fmt(low)}, {fmt(high)}]")
+            body.append(
+                f'<line class="whisker" x1="{sx(low):.1f}" y1="{y:.1f}" x2="{sx(high):.1f}" y2="{y:.1f}" '
+                f'stroke="{color}" stroke-width="2"/>'
+                f'<circle class="point" cx="{sx(estimate):.1f}" cy="{y:.1f}" r="4" fill="{color}">'
+                f"<title>{tip}</title></circle>"
+            )
+    legend_y = top + group_h * len(labels) + 32
+    body.append(_legend(names, left, legend_y))
     return Markup(head + "".join(body) + "</svg>")

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from opslake.config import load_settings
+from opslake.lake.derived import PLAYBOOKS_SCHEMA
 from opslake.lake.schema import glue_columns
 from opslake.query.base import QueryEngine
 from opslake.query.factory import create_engine
@@ -48,15 +49,7 @@ DERIVED_SCHEMAS: dict[str, pa.Schema] = {
          ("diagnosed_by", pa.string()), ("failure_count", pa.int64()), ("agent_count", pa.int64()),
          ("evidence_op_ids", _IDS), ("created_at", _TS)]
     ),
-    "playbooks": pa.schema(
-        [("entry_id", pa.string()), ("trigger", pa.string()), ("action", pa.string()), ("kind", pa.string()),
-         ("domain", pa.string()), ("scope", pa.string()), ("endpoint", pa.string()),
-         ("task_class", pa.string()), ("signature_id", pa.string()), ("status", pa.string()),
-         ("confidence", pa.float64()), ("evidence_op_ids", _IDS), ("evidence_agent_count", pa.int64()),
-         ("created_at", _TS), ("published_at", _TS), ("retired_at", _TS), ("ops_before", pa.int64()),
-         ("failures_before", pa.int64()), ("ops_after", pa.int64()), ("failures_after", pa.int64()),
-         ("failure_rate_before", pa.float64()), ("failure_rate_after", pa.float64())]
-    ),
+    "playbooks": PLAYBOOKS_SCHEMA,  # the consolidator's own: the report reads its experiment columns
 }  # fmt: skip
 
 
@@ -88,14 +81,17 @@ def derived_rows(hostile: str = HOSTILE) -> dict[str, list[dict[str, Any]]]:
              "kind": "do", "domain": "sql", "scope": "project", "endpoint": "/sql", "task_class": None,
              "signature_id": "sg_col", "status": "active", "confidence": 0.8,
              "evidence_op_ids": ["op5", "op6", "op7"], "evidence_agent_count": 3, "created_at": before,
-             "published_at": before, "retired_at": None, "ops_before": 40, "failures_before": 12,
-             "ops_after": 30, "failures_after": 2, "failure_rate_before": 0.3, "failure_rate_after": 0.0667},
+             "published_at": before, "retired_at": None, "fix_kind": "column", "fix_names": ["workers", "hourly_rate"],
+             "experiment_stage": "new", "holdout_share": 0.5, "treatment_ops": 31, "treatment_failures": 2,
+             "treatment_rate": 0.0645, "treatment_rate_low": 0.018, "treatment_rate_high": 0.207, "holdout_ops": 29,
+             "holdout_failures": 9, "holdout_rate": 0.3103, "holdout_rate_low": 0.17, "holdout_rate_high": 0.49,
+             "effect": 0.2458, "effect_low": 0.051, "effect_high": 0.422, "last_verdict": "helpful",
+             "helpful_count": 1, "harmful_count": 0, "followed_treatment": 7, "followed_holdout": 0},
             {"entry_id": "pb_match_filters", "trigger": "staffing a job", "action": "send role and state",
              "kind": "avoid", "domain": "staffing", "scope": "project", "endpoint": "/match",
              "task_class": "staff_job", "signature_id": None, "status": "active", "confidence": 0.6,
              "evidence_op_ids": ["op8"], "evidence_agent_count": 2, "created_at": now, "published_at": now,
-             "retired_at": None, "ops_before": None, "failures_before": None, "ops_after": None,
-             "failures_after": None, "failure_rate_before": None, "failure_rate_after": None},
+             "retired_at": None, "experiment_stage": "new", "last_verdict": "insufficient"},
         ],
     }  # fmt: skip
 
@@ -174,7 +170,14 @@ SUMMARY = {
         {"cycle": 1, "playbooks_enabled": False, "failure_rate": 0.22, "tool_calls": 50, "tool_failures": 11},
         {"cycle": 2, "playbooks_enabled": False, "failure_rate": 0.21, "tool_calls": 52, "tool_failures": 11},
     ],
-}
+    "agreement": {
+        "entries_published": 2, "refused_by_quality_gate": 3, "refused_by_reason": {"restates the endpoint": 3},
+        "fleet_with": {"failures": 6, "ops": 60, "low": 0.047, "high": 0.201, "rate": 0.1},
+        "fleet_without": {"failures": 11, "ops": 52, "low": 0.122, "high": 0.34, "rate": 0.2115},
+        "fleet_delta": 0.1115, "fleet_delta_low": -0.025, "fleet_delta_high": 0.25, "fleet_first_cycle": 2,
+        "pooled_holdout_delta": 0.2458, "judged_entries": 1, "agree_in_sign": "yes",
+    },
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -197,15 +200,22 @@ def test_report_has_every_section_with_charts_and_escapes_hostile_text(lake: Loc
     for anchor in SECTIONS:
         assert f'<section id="{anchor}">' in html
     assert "no data yet" not in html
-    assert html.count('<svg class="chart"') == 5  # cycles, hourly, signatures, latency, efficacy
+    assert html.count('<svg class="chart"') == 5  # cycles, hourly, signatures, latency, experiments
     for chart in re.findall(r'<svg class="chart".*?</svg>', html, re.S):
         assert "<title>" in chart and "aria-label=" in chart
-        assert re.search(r"<(polyline|rect class=\"bar\")", chart)
+        assert re.search(r"<(polyline|rect class=\"bar\"|circle class=\"point\")", chart)
     # hostile text from the lake and from the summary is shown, escaped, never as markup
     assert "<script>alert" not in html and "<img" not in html and "<b>" not in html
     assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;" in html
     assert "sg_col" in html and "pb_sql_describe" in html and "dg_sg_col_1" in html
-    assert "/worker/{id}" in html and "30.0%" in html  # latency row and playbook efficacy
+    assert "/worker/{id}" in html  # a latency row
+    # the experiment as the table holds it: both arms with intervals, the difference and the verdict
+    assert "2/31 6.5% [1.8%, 20.7%]" in html and "9/29 31.0% [17.0%, 49.0%]" in html
+    assert "+24.6 pp [+5.1, +42.2]" in html and "helpful" in html
+    assert "holdout (entry withheld)" in html and 'class="point"' in html and 'class="whisker"' in html
+    # the fleets with intervals beside the pooled holdout estimate, and whether they agree in sign
+    assert "10.0% [4.7%, 20.1%] (6 of 60 tool calls)" in html and "+11.2 pp [-2.5, +25.0]" in html
+    assert "agree in sign" in html and "+24.6 pp (Mantel–Haenszel over 1 judged entries)" in html
     assert "with playbooks" in html and "without playbooks" in html
     assert "tool:&lt;i&gt;query&lt;/i&gt;" in html  # an agent-chosen endpoint name, escaped
 

@@ -93,7 +93,7 @@ def test_report_renders_every_chart_in_chromium(
     assert len(rendered) == charts
     assert all(int(w) > 100 and int(h) > 50 for w, h in rendered), rendered
     for chart in re.findall(r'<svg class="chart".*?</svg>', dom, re.S):
-        assert re.search(r"<(polyline|rect class=\"bar\")", chart)
+        assert re.search(r"<(polyline|rect class=\"bar\"|circle class=\"point\")", chart)
 
     screenshot = ARTIFACTS / "report.png"
     screenshot.unlink(missing_ok=True)

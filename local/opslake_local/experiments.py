@@ -1,0 +1,438 @@
+"""What the demo's loop proves, read back: each playbook entry's holdout experiment as the
+consolidator computed it (table ``playbooks``, never recomputed here), beside the comparison of the
+two fleets (the same seeded tasks with and without reading playbooks), and whether they agree.
+
+- **Per entry** (:class:`EntryExperiment`): treatment and holdout failures / ops of its target ops,
+  their rates with intervals, Δ = holdout − treatment with its interval and the verdict, all columns
+  of ``playbooks``; beside them the *fleets Δ* of the same target ops (ops with the entry's endpoint,
+  and task class when it has one): the failure rate of the ``pb-off-*`` keys minus the ``pb-on-*``
+  keys from cycle 2 on (SQL on ``ops``), and whether the two agree in sign.
+- **Fleets** (:class:`FleetComparison`): failed tool calls / tool calls of each fleet from cycle 2
+  on (:class:`~opslake_local.simulator.CycleStats`), Wilson intervals and the Newcombe interval of
+  the difference, treating the calls as independent (they are not: each agent has its own mistake
+  rates, so the interval is too narrow).
+- **Pooled** holdout Δ over the judged entries, weighted nₜnₕ/(nₜ + nₕ) (Mantel–Haenszel): a
+  summary, since entries share target ops. "Agree in sign" compares it with the fleets' Δ.
+
+The with-fleet includes keys held out of each entry, so the fleets' Δ is about (1 − holdout share)
+× the effect of the entries: the two estimates should agree in sign, not in size.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from opslake.analysis.intervals import mh_risk_difference, newcombe, wilson
+from opslake.query.base import QueryEngine, QueryError
+from opslake.query.sqltext import sql_string, timestamp_literal
+from opslake_local.console import text_table
+from opslake_local.simulator.stats import CycleStats
+
+
+class CycleRow(Protocol):
+    """What is read of one cycle of the loop (:class:`opslake_local.loop.CycleRow`)."""
+
+    @property
+    def cycle(self) -> int: ...
+    @property
+    def with_playbooks(self) -> CycleStats: ...
+    @property
+    def without_playbooks(self) -> CycleStats: ...
+    @property
+    def consolidator(self) -> Mapping[str, Any]: ...
+    @property
+    def started_at(self) -> datetime: ...
+
+
+#: The agents' name prefixes (their keys' names: ``pb-on-01``…) of the fleet with and without playbooks.
+WITH_PREFIX, WITHOUT_PREFIX = "pb-on", "pb-off"
+#: Verdicts of an experiment that was judged (``insufficient``: not enough keys or ops yet).
+JUDGED = ("helpful", "harmful", "no_effect", "undecided")
+#: Routes that are the fleet's overhead, never an entry's target.
+_OVERHEAD = ("/playbooks", "playbook:followed")
+
+ENTRIES_SQL = """SELECT entry_id, status, kind, endpoint, task_class, trigger, action, fix_kind, fix_names,
+       experiment_stage, holdout_share, treatment_units, holdout_units, treatment_ops, treatment_failures,
+       treatment_rate, treatment_rate_low, treatment_rate_high, holdout_ops, holdout_failures, holdout_rate,
+       holdout_rate_low, holdout_rate_high, effect, effect_low, effect_high, design_effect, last_verdict,
+       helpful_count, harmful_count, neutral_count, followed_treatment, followed_holdout, retired_reason,
+       published_at
+FROM playbooks WHERE published_at IS NOT NULL ORDER BY entry_id"""
+
+
+def fleet_ops_sql(since: datetime) -> str:
+    """Ops and failures per (endpoint, task class, fleet) of the two fleets' keys since ``since``."""
+    fleets = " OR ".join(f"reporter_id LIKE {sql_string(p + '-%')}" for p in (WITH_PREFIX, WITHOUT_PREFIX))
+    overhead = ", ".join(sql_string(e) for e in _OVERHEAD)
+    with_fleet = f"reporter_id LIKE {sql_string(WITH_PREFIX + '-%')}"
+    return f"""SELECT endpoint, task_class, {with_fleet} AS with_playbooks,
+       count(*) AS ops, count_if(NOT success) AS failures
+FROM ops WHERE ts >= {timestamp_literal(since)} AND ({fleets}) AND endpoint NOT IN ({overhead})
+GROUP BY 1, 2, 3"""
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """``failures`` of ``ops`` with its Wilson interval."""
+
+    failures: int
+    ops: int
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, failures: int, ops: int) -> Proportion:
+        low, high = wilson(failures, ops)
+        return cls(failures, ops, low, high)
+
+    @property
+    def rate(self) -> float:
+        return self.failures / self.ops if self.ops else 0.0
+
+
+@dataclass(frozen=True)
+class FleetComparison:
+    """Failed tool calls of the fleet with playbooks and the one without, from ``first_cycle`` on;
+    ``delta`` = without − with (positive: the fleet that reads playbooks fails less), Newcombe."""
+
+    with_playbooks: Proportion
+    without_playbooks: Proportion
+    delta: float
+    low: float
+    high: float
+    first_cycle: int = 2
+
+
+@dataclass(frozen=True)
+class EntryExperiment:
+    """One published entry's experiment as table ``playbooks`` holds it, and its fleets Δ."""
+
+    entry_id: str
+    status: str
+    endpoint: str | None
+    task_class: str | None
+    fix: str
+    action: str
+    stage: str | None
+    verdict: str | None
+    treatment_failures: int | None
+    treatment_ops: int | None
+    treatment_rate: float | None
+    treatment_low: float | None
+    treatment_high: float | None
+    holdout_failures: int | None
+    holdout_ops: int | None
+    holdout_rate: float | None
+    holdout_low: float | None
+    holdout_high: float | None
+    effect: float | None
+    effect_low: float | None
+    effect_high: float | None
+    helpful_count: int = 0
+    harmful_count: int = 0
+    followed_treatment: int = 0
+    followed_holdout: int = 0
+    fleet_delta: float | None = None  # pb-off − pb-on failure rate of the entry's target ops, cycles 2+
+    sign: str = "—"  # "agree", "differ" or "—" (a side is empty or zero)
+
+    @property
+    def judged(self) -> bool:
+        return self.verdict in JUDGED and bool(self.treatment_ops) and bool(self.holdout_ops)
+
+
+@dataclass(frozen=True)
+class Experiments:
+    """The closing note's numbers: entries published and refused, each entry's experiment, the
+    fleets, the pooled holdout Δ and whether it agrees in sign with the fleets' Δ."""
+
+    entries: list[EntryExperiment]
+    published: int
+    refused_by_gate: dict[str, int]
+    fleets: FleetComparison
+    pooled: float | None  # None: no judged entry
+    judged: int
+    agreement: str  # "yes", "no" or "—"
+    error: str | None = None  # why table playbooks could not be read
+
+    @property
+    def refused(self) -> int:
+        return sum(self.refused_by_gate.values())
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready: ``experiments`` (one dict per entry) and ``agreement`` (the fleets, the pooled
+        holdout Δ and the sign agreement), for the demo summary and the report."""
+        fleets = self.fleets
+        return {
+            "experiments": [asdict(e) for e in self.entries],
+            "agreement": {
+                "entries_published": self.published,
+                "refused_by_quality_gate": self.refused,
+                "refused_by_reason": dict(self.refused_by_gate),
+                "fleet_with": asdict(fleets.with_playbooks) | {"rate": fleets.with_playbooks.rate},
+                "fleet_without": asdict(fleets.without_playbooks) | {"rate": fleets.without_playbooks.rate},
+                "fleet_delta": fleets.delta,
+                "fleet_delta_low": fleets.low,
+                "fleet_delta_high": fleets.high,
+                "fleet_first_cycle": fleets.first_cycle,
+                "pooled_holdout_delta": self.pooled,
+                "judged_entries": self.judged,
+                "agree_in_sign": self.agreement,
+            },
+        }
+
+
+# ---- pure parts ---------------------------------------------------------------------------------
+def fleet_comparison(rows: Sequence[CycleRow], first_cycle: int = 2) -> FleetComparison:
+    """The two fleets' failed tool calls from ``first_cycle`` on (the first cycle runs before any
+    entry exists), with Wilson intervals and the Newcombe interval of without − with."""
+    later = [r for r in rows if r.cycle >= first_cycle]
+    with_ = Proportion.of(
+        sum(r.with_playbooks.tool_failures for r in later), sum(r.with_playbooks.tool_calls for r in later)
+    )
+    without = Proportion.of(
+        sum(r.without_playbooks.tool_failures for r in later),
+        sum(r.without_playbooks.tool_calls for r in later),
+    )
+    delta, low, high = newcombe(without.failures, without.ops, with_.failures, with_.ops)
+    return FleetComparison(with_, without, delta, low, high, first_cycle)
+
+
+def refused_by_gate(consolidator_runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """``ConsolidatorRun.refused_by_gate`` (reason → entries) summed over the runs; runs without it
+    count nothing."""
+    total: Counter[str] = Counter()
+    for run in consolidator_runs:
+        refused = run.get("refused_by_gate")
+        if isinstance(refused, Mapping):
+            for reason, count in refused.items():
+                total[str(reason)] += int(count or 0)
+    return dict(sorted(total.items(), key=lambda item: (-item[1], item[0])))
+
+
+def sign_agreement(a: float | None, b: float | None) -> str:
+    """``agree`` / ``differ`` on the signs of two point estimates; ``—`` when either is missing or 0."""
+    if a is None or b is None or a == 0 or b == 0:
+        return "—"
+    return "agree" if (a > 0) == (b > 0) else "differ"
+
+
+def fix_label(row: Mapping[str, Any]) -> str:
+    """What an entry fixes, shortly: its endpoint (or task class) and its fix kind with the names
+    (``/sql column workers.hourly_rate``); an entry without a fix kind shows its action's start."""
+    where = row.get("endpoint") or row.get("task_class") or "any"
+    names = [str(n) for n in row.get("fix_names") or ()]
+    if row.get("fix_kind"):
+        joined = ".".join(names) if row["fix_kind"] == "column" else ", ".join(names)
+        return f"{where} {row['fix_kind']} {joined}".strip()
+    action = str(row.get("action") or "")
+    return f"{where} {action[:32] + '…' if len(action) > 33 else action}"
+
+
+def fleet_delta(
+    fleet_rows: Sequence[Mapping[str, Any]], endpoint: str | None, task_class: str | None
+) -> float | None:
+    """pb-off − pb-on failure rate of the ops an entry targets (its endpoint, and its task class
+    when it has one); None when either fleet has none."""
+    sums = {True: [0, 0], False: [0, 0]}
+    for row in fleet_rows:
+        if endpoint is not None and row.get("endpoint") != endpoint:
+            continue
+        if task_class is not None and row.get("task_class") != task_class:
+            continue
+        if endpoint is None and task_class is None:
+            continue
+        counts = sums[bool(row.get("with_playbooks"))]
+        counts[0] += int(row.get("failures") or 0)
+        counts[1] += int(row.get("ops") or 0)
+    (on_x, on_n), (off_x, off_n) = sums[True], sums[False]
+    if not on_n or not off_n:
+        return None
+    return off_x / off_n - on_x / on_n
+
+
+def entry_experiment(row: Mapping[str, Any], fleet_rows: Sequence[Mapping[str, Any]]) -> EntryExperiment:
+    """One row of table ``playbooks`` as the closing note shows it (its numbers as they are)."""
+
+    def count(name: str) -> int | None:
+        value = row.get(name)
+        return None if value is None else int(value)
+
+    def number(name: str) -> float | None:
+        value = row.get(name)
+        return None if value is None else float(value)
+
+    delta = fleet_delta(fleet_rows, row.get("endpoint"), row.get("task_class"))
+    effect = number("effect")
+    return EntryExperiment(
+        entry_id=str(row["entry_id"]),
+        status=str(row.get("status") or ""),
+        endpoint=row.get("endpoint"),
+        task_class=row.get("task_class"),
+        fix=fix_label(row),
+        action=str(row.get("action") or ""),
+        stage=row.get("experiment_stage"),
+        verdict=row.get("last_verdict"),
+        treatment_failures=count("treatment_failures"),
+        treatment_ops=count("treatment_ops"),
+        treatment_rate=number("treatment_rate"),
+        treatment_low=number("treatment_rate_low"),
+        treatment_high=number("treatment_rate_high"),
+        holdout_failures=count("holdout_failures"),
+        holdout_ops=count("holdout_ops"),
+        holdout_rate=number("holdout_rate"),
+        holdout_low=number("holdout_rate_low"),
+        holdout_high=number("holdout_rate_high"),
+        effect=effect,
+        effect_low=number("effect_low"),
+        effect_high=number("effect_high"),
+        helpful_count=count("helpful_count") or 0,
+        harmful_count=count("harmful_count") or 0,
+        followed_treatment=count("followed_treatment") or 0,
+        followed_holdout=count("followed_holdout") or 0,
+        fleet_delta=delta,
+        sign=sign_agreement(effect, delta),
+    )
+
+
+def pooled_holdout_delta(entries: Sequence[EntryExperiment]) -> tuple[float | None, int]:
+    """The judged entries' holdout Δ pooled with weights nₜnₕ/(nₜ + nₕ), and how many were pooled."""
+    arms = [
+        (e.holdout_failures or 0, e.holdout_ops or 0, e.treatment_failures or 0, e.treatment_ops or 0)
+        for e in entries
+        if e.judged
+    ]
+    return (mh_risk_difference(arms) if arms else None), len(arms)
+
+
+def experiments_from(
+    entry_rows: Sequence[Mapping[str, Any]],
+    fleet_rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[CycleRow],
+    *,
+    first_cycle: int = 2,
+    error: str | None = None,
+) -> Experiments:
+    """The closing note from table ``playbooks``' rows, the fleets' ops per target and the cycles."""
+    entries = [entry_experiment(r, fleet_rows) for r in entry_rows]
+    fleets = fleet_comparison(rows, first_cycle)
+    pooled, judged = pooled_holdout_delta(entries)
+    agree = sign_agreement(pooled, fleets.delta)
+    return Experiments(
+        entries=entries,
+        published=len(entries),
+        refused_by_gate=refused_by_gate(r.consolidator for r in rows),
+        fleets=fleets,
+        pooled=pooled,
+        judged=judged,
+        agreement={"agree": "yes", "differ": "no"}.get(agree, "—"),
+        error=error,
+    )
+
+
+# ---- the closing note ---------------------------------------------------------------------------
+EXPERIMENT_HEADER = (
+    "entry",
+    "fix",
+    "treatment",
+    "holdout",
+    "Δ holdout−treatment",
+    "verdict",
+    "fleets Δ",
+    "sign",
+)
+CAVEATS = (
+    "the fleet with playbooks includes the keys held out of each entry: its Δ is about "
+    "(1 − holdout share) × the entries' effect, so the two should agree in sign, not in size",
+    "entries share target ops (one /sql call is the target of every /sql entry): the pooled Δ is a summary",
+    "a few keys per arm: the intervals are wide, and many entries stay undecided; the fleets' interval "
+    "treats tool calls as independent (each agent has its own mistake rates), so it is too narrow",
+)
+
+
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def points(value: float | None) -> str:
+    """A difference of rates in percentage points, signed (``+8.8 pp``)."""
+    return "—" if value is None else f"{value * 100:+.1f} pp"
+
+
+def interval(low: float | None, high: float | None, *, signed: bool = False) -> str:
+    if low is None or high is None:
+        return ""
+    form = "{:+.1f}" if signed else "{:.1f}"
+    return f"[{form.format(low * 100)},{form.format(high * 100)}]"
+
+
+def arm_cell(
+    failures: int | None, ops: int | None, rate: float | None, low: float | None, high: float | None
+) -> str:
+    """``2/31 6.5% [1.8,20.7]``, or ``—`` when the arm has not been measured."""
+    if ops is None or failures is None:
+        return "—"
+    return f"{failures}/{ops} {percent(rate)} {interval(low, high)}".rstrip()
+
+
+def experiment_row(e: EntryExperiment) -> tuple[str, ...]:
+    effect = (
+        "—"
+        if e.effect is None
+        else f"{points(e.effect)} {interval(e.effect_low, e.effect_high, signed=True)}"
+    )
+    verdict = (e.verdict or "—") + ("" if e.status == "active" else f" ({e.status})")
+    return (
+        e.entry_id,
+        e.fix,
+        arm_cell(e.treatment_failures, e.treatment_ops, e.treatment_rate, e.treatment_low, e.treatment_high),
+        arm_cell(e.holdout_failures, e.holdout_ops, e.holdout_rate, e.holdout_low, e.holdout_high),
+        effect.rstrip(),
+        verdict,
+        points(e.fleet_delta),
+        e.sign,
+    )
+
+
+def closing_note(x: Experiments) -> list[str]:
+    """The closing note's lines: entries published and refused, each entry's holdout experiment as
+    the consolidator computed it beside its fleets Δ, the two fleets, the pooled Δ and the agreement,
+    and the caveats. Deterministic for a seed (no timings, no wall-clock values)."""
+    reasons = ", ".join(f"{n} {reason}" for reason, n in x.refused_by_gate.items())
+    lines = [f"entries published {x.published} · refused by the quality gate {x.refused}"
+             + (f" ({reasons})" if reasons else "")]  # fmt: skip
+    if x.error:
+        lines.append(f"table playbooks could not be read: {x.error}")
+    elif x.entries:
+        ordered = sorted(x.entries, key=lambda e: (e.status != "active", e.entry_id))
+        lines += text_table(EXPERIMENT_HEADER, [experiment_row(e) for e in ordered]).splitlines()
+    f, on, off = x.fleets, x.fleets.with_playbooks, x.fleets.without_playbooks
+    lines.append(
+        f"two fleets, cycles {f.first_cycle}+: with {percent(on.rate)} {interval(on.low, on.high)} of "
+        f"{on.ops} tool calls · without {percent(off.rate)} {interval(off.low, off.high)} of {off.ops} · "
+        f"Δ {points(f.delta)} {interval(f.low, f.high, signed=True)} (tool calls treated as independent)"
+    )
+    pooled = (
+        f"pooled holdout Δ {points(x.pooled)} (Mantel–Haenszel, {x.judged} judged entries)"
+        if x.pooled is not None
+        else "pooled holdout Δ — (no entry judged yet)"
+    )
+    lines.append(f"{pooled} · agree in sign: {x.agreement}")
+    lines += [f"caveat: {c}" for c in CAVEATS]
+    return lines
+
+
+# ---- reading the lake ---------------------------------------------------------------------------
+def read_experiments(engine: QueryEngine, rows: Sequence[CycleRow], first_cycle: int = 2) -> Experiments:
+    """The closing note of a loop's ``rows``: table ``playbooks`` and the fleets' ops in ``ops``
+    through ``engine``. A table that cannot be read gives no entries and says why (``error``)."""
+    later = [r for r in rows if r.cycle >= first_cycle]
+    try:
+        entry_rows = engine.run(ENTRIES_SQL).records()
+        fleet_rows = engine.run(fleet_ops_sql(later[0].started_at)).records() if later else []
+    except QueryError as exc:
+        return experiments_from([], [], rows, first_cycle=first_cycle, error=exc.message)
+    return experiments_from(entry_rows, fleet_rows, rows, first_cycle=first_cycle)
