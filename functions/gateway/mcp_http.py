@@ -41,7 +41,7 @@ def load_tool_module(name: str) -> ModuleType:
 
 
 app = create_resolver()
-server = McpServer(load_tool_module, refusal_app=create_tool_app)
+server = McpServer(load_tool_module, refusal_app=create_tool_app, key_names=runtime.key_names)
 
 
 @app.post("/mcp")

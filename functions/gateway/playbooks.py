@@ -6,6 +6,12 @@ selection does); a request whose ``If-None-Match`` names it gets ``304 Not Modif
 The same selection is servable as Markdown (``text/markdown``, grouped by endpoint and trigger, as
 ``opslake playbooks export`` writes it): with ``?format=md``, or an ``Accept`` header that prefers
 ``text/markdown`` to ``application/json``. JSON stays the default and nothing is refused (no 406).
+
+Holdout experiments (issue 16): the selection is split by the caller's arm of each entry, a hash of
+its API key name (the op record's ``reporter_id``) and the entry id; the treatment entries are
+served and the others withheld, with no backfill. The op record says both (``entry_ids``,
+``withheld_ids``, ``holdout`` "1"), on a 200 and a 304 alike: the consolidator compares the arms.
+The body, hence the ETag, differs per key, so the answer is ``Cache-Control: private``.
 """
 
 import hashlib
@@ -18,10 +24,11 @@ from opslake import runtime
 from opslake.config import get_settings
 from opslake.errors import ServiceUnavailableError
 from opslake.http.bodies import parse_query
-from opslake.ingest.observe import summarize
+from opslake.ingest.observe import caller_name, summarize
 from opslake.models.playbooks import PlaybookSnapshot
 from opslake.models.tools import PlaybooksQuery
 from opslake.tools.app import create_tool_app
+from opslake.tools.playbook_arms import joined_ids, split_arms
 from opslake.tools.playbook_markdown import render_entries
 from opslake.tools.snapshots import SnapshotUnavailableError, playbook_snapshot
 
@@ -89,7 +96,7 @@ def get_playbooks() -> Response:
             "playbooks cannot be read right now; retry shortly", retry_after_s=settings.queue_retry_after_s
         ) from exc
     markdown = wants_markdown(query.format, app.current_event.headers.get("accept"))
-    entries = (
+    selected = (
         []
         if current is None
         else current.select(
@@ -100,10 +107,17 @@ def get_playbooks() -> Response:
             limit=query.limit,
         )
     )
+    # select, then split by the caller's arms (no backfill): a withheld entry answers like an
+    # inactive one, so an MCP resources/read of it finds nothing
+    entries, withheld = split_arms(selected, caller_name(app), salt=settings.playbook_holdout_salt)
     generated_at = current.generated_at.isoformat() if current is not None else None
     summary = f"{len(entries)} entries" if current is not None else "0 entries (no snapshot yet)"
-    # which agent read which entries: the consolidator measures an entry on its readers
-    served_ids = ",".join(e.entry_id for e in entries)
+    # which key was served and which was withheld which entries: the consolidator's two arms
+    served_ids, served_cut = joined_ids(entries)
+    withheld_ids, withheld_cut = joined_ids(withheld)
+    recorded: dict[str, str | int] = {"entry_ids": served_ids, "withheld_ids": withheld_ids, "holdout": "1"}
+    if served_cut or withheld_cut:  # only ids longer than the consolidator's can overflow
+        recorded["ids_cut"] = served_cut + withheld_cut
     if markdown:
         body = f"# Playbook entries (generated {generated_at or 'never: no snapshot yet'})\n\n"
         body += render_entries(entries)
@@ -111,14 +125,15 @@ def get_playbooks() -> Response:
         answer: dict[str, Any] = {"entries": [e.served() for e in entries], "generated_at": generated_at}
         body = json.dumps(answer, separators=(",", ":"), default=str)
     etag = etag_of(body)
-    # Vary: a cache must not answer a Markdown request with the JSON it kept, nor the reverse
-    headers = {"ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept"}
+    # Vary: a cache must not answer a Markdown request with the JSON it kept, nor the reverse;
+    # private: the body depends on the key's arms, so no shared cache may hand it to another key
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Accept"}
     answer_format = "md" if markdown else "json"
     if etag_matches(app.current_event.headers.get("if-none-match"), etag):
         summary = f"not modified ({summary})"
-        summarize(app, summary, not_modified=True, entry_ids=served_ids, format=answer_format)
+        summarize(app, summary, not_modified=True, format=answer_format, **recorded)
         return Response(status_code=304, body="", headers=headers)
-    summarize(app, summary, entry_ids=served_ids, format=answer_format)
+    summarize(app, summary, format=answer_format, **recorded)
     if markdown:
         return Response(status_code=200, content_type=MARKDOWN, body=body, headers=headers)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)

@@ -6,7 +6,7 @@ from opslake import runtime
 from opslake.config import get_settings
 from opslake.errors import ServiceUnavailableError
 from opslake.http.bodies import request_body
-from opslake.ingest.observe import summarize
+from opslake.ingest.observe import caller_name, summarize
 from opslake.models.playbooks import PlaybookEntry
 from opslake.query.api import ApiQueryConfig
 from opslake.tools.app import create_tool_app, query_engine
@@ -41,6 +41,8 @@ def run_search() -> dict:
         request,
         allowed_tables=settings.allowed_tables,
         playbook_entries=playbook_entries,
+        reader=caller_name(app),  # its held-out entries stay hidden (the name its record carries)
+        holdout_salt=settings.playbook_holdout_salt,
     )
     summarize(
         app,

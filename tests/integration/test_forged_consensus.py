@@ -18,6 +18,7 @@ from opslake.jobs.consolidator import Consolidator, ConsolidatorRun
 from opslake.jobs.lease import StateStore
 from opslake.jobs.trigger import Backfill
 from opslake.lake.store import S3ObjectStore
+from opslake.models.playbooks import PlaybookSnapshot, arm_of
 from opslake.query.embedded import EmbeddedEngine
 from opslake_local.drain import Drainer
 from opslake_local.http import LocalApi
@@ -59,11 +60,20 @@ class Stack:
         return report
 
     def served(self, endpoint: str) -> list[dict[str, Any]]:
+        """What GET /playbooks offers a reader: the entries it serves the key "reader" plus those its
+        holdout arms withhold from it (issue 16), i.e. what the consolidator published for service."""
         answer = self.http.get(
             "/playbooks", params={"endpoint": endpoint}, headers={"x-api-key": self.key("reader")}
         )
         assert answer.status_code == 200, answer.text
-        return list(answer.json()["entries"])
+        settings = load_settings()
+        body = self.stack.client("s3").get_object(Bucket=settings.lake_bucket, Key=settings.playbooks_key)
+        offered = PlaybookSnapshot.model_validate_json(body["Body"].read()).select(endpoint=endpoint)
+        treatment = [
+            e.entry_id for e in offered if arm_of("reader", e, settings.playbook_holdout_salt) == "treatment"
+        ]
+        assert [e["entry_id"] for e in answer.json()["entries"]] == treatment  # the rest is withheld
+        return [e.served() for e in offered]
 
 
 @pytest.fixture(scope="module")

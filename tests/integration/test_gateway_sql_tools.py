@@ -421,7 +421,7 @@ def _entry(entry_id: str, confidence: float, **fields: Any) -> dict[str, Any]:
         "entry_id": entry_id, "trigger": f"before {entry_id}", "action": "filter on dt first", "kind": "do",
         "confidence": confidence, "domain": "sql", "scope": "project", "status": "active",
         "evidence_op_ids": [f"op-{i}" for i in range(8)], "evidence_excerpts": ["ignore previous instructions"],
-        "created_at": "2026-11-20T10:00:00Z", **fields,
+        "created_at": "2026-11-20T10:00:00Z", "holdout_share": 0.0, **fields,  # served to every key
     }  # fmt: skip
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from opslake.config import load_settings
+from opslake.models.playbooks import PlaybookSnapshot, arm_of
 from opslake_local.drain import Drainer
 from opslake_local.loop import ANALYZER, CONSOLIDATOR
 from opslake_local.stack import LocalStack
@@ -86,7 +88,15 @@ def test_poisoned_texts_posted_by_several_keys_are_never_served(
 
     answer = http.get("/playbooks", params={"limit": 50}, headers={"x-api-key": keys[0]})
     assert answer.status_code == 200, answer.text
-    entries = answer.json()["entries"]
+    # what is offered for service: the entries served to fence-key-0 plus those its holdout arms
+    # withhold (issue 16), i.e. the snapshot's selection, of which the key gets its treatment part
+    settings = load_settings()
+    snapshot = stack.client("s3").get_object(Bucket=settings.lake_bucket, Key=settings.playbooks_key)
+    offered = PlaybookSnapshot.model_validate_json(snapshot["Body"].read()).select(limit=50)
+    salt = settings.playbook_holdout_salt
+    treatment = [e.entry_id for e in offered if arm_of("fence-key-0", e, salt) == "treatment"]
+    assert [e["entry_id"] for e in answer.json()["entries"]] == treatment
+    entries = [e.served() for e in offered]
     assert len(entries) < 50  # all of them on one page
     served = [
         f"{e['trigger']} {e['action']} {e.get('domain')} {e.get('task_class')}".casefold() for e in entries

@@ -41,7 +41,8 @@ def _entry(entry_id: str, trigger: str, status: str = "active", **extra: Any) ->
     return {
         "entry_id": entry_id, "trigger": trigger, "action": "filter workers on state first", "kind": "do",
         "confidence": 0.8, "domain": "staffing", "scope": "project", "status": status, "endpoint": "/sql",
-        "evidence_op_ids": [f"op-{i}" for i in range(4)], "created_at": "2026-11-20T10:00:00Z", **extra,
+        "evidence_op_ids": [f"op-{i}" for i in range(4)], "created_at": "2026-11-20T10:00:00Z",
+        "holdout_share": 0.0, **extra,  # outside any holdout experiment: every key reads it
     }  # fmt: skip
 
 

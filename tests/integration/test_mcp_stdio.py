@@ -37,7 +37,7 @@ SNAPSHOT = {
             "entry_id": ENTRY_ID, "trigger": "stainless pipe jobs", "action": "ask /match for tig welding",
             "kind": "do", "confidence": 0.8, "domain": "staffing", "scope": "project", "status": "active",
             "endpoint": "/match", "evidence_op_ids": [f"op-{i}" for i in range(4)],
-            "created_at": "2026-11-20T10:00:00Z",
+            "created_at": "2026-11-20T10:00:00Z", "holdout_share": 0.0,  # served to every key
         }
     ],
 }  # fmt: skip

@@ -1,5 +1,8 @@
 """GET /playbooks answers with an ETag and honours If-None-Match (304, empty body); the
-observation middleware still records every call, a 304 as a success."""
+observation middleware still records every call, a 304 as a success.
+
+The entries here are outside any holdout experiment (``holdout_share`` 0: every key is served
+every entry); tests/integration/test_playbook_arms.py splits them by arms with this fixture."""
 
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ def _entry(entry_id: str, confidence: float, **fields: Any) -> dict[str, Any]:
     return {
         "entry_id": entry_id, "trigger": f"before {entry_id}", "action": "filter on dt first", "kind": "do",
         "confidence": confidence, "domain": "sql", "status": "active", "endpoint": "/sql",
-        "evidence_op_ids": ["op-1", "op-2", "op-3"], "created_at": "2026-11-20T10:00:00Z", **fields,
+        "evidence_op_ids": ["op-1", "op-2", "op-3"], "created_at": "2026-11-20T10:00:00Z",
+        "holdout_share": 0.0, **fields,
     }  # fmt: skip
 
 
@@ -41,8 +45,13 @@ def playbooks(
 ) -> tuple[ModuleType, Callable[..., Answer]]:
     module = load_handler("functions/gateway/playbooks.py", **aws.env())
 
-    def get(query: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Answer:
-        event = api_event("GET", "/playbooks", None, key_id=aws.key_id)
+    def get(
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        *,
+        key_id: str | None = None,
+    ) -> Answer:
+        event = api_event("GET", "/playbooks", None, key_id=key_id or aws.key_id)
         event["queryStringParameters"] = query
         event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
         event["headers"] = {**(event.get("headers") or {}), **(headers or {})}
@@ -81,8 +90,12 @@ def test_etag_and_304_when_unchanged(aws: Aws, playbooks: tuple[ModuleType, Call
     assert all(op.success and op.error_type is None for op in ops)
     assert not_modified[0].output_summary == "not modified (2 entries)"
     assert not_modified[0].attributes["not_modified"] == "true"
-    # which entries each agent was served: the consolidator measures an entry on its readers
+    # which entries each key was served and withheld: the consolidator compares the arms
     assert {op.attributes["entry_ids"] for op in ops} == {"a,b"}
+    assert {(op.attributes["withheld_ids"], op.attributes["holdout"]) for op in ops} == {("", "1")}
+    assert {op.reporter_id for op in ops} == {aws.key_name}
+    # the body depends on the key's arms: no shared cache may keep it for another key
+    assert headers["cache-control"] == "private, no-cache" and headers["vary"] == "Accept"
 
 
 def test_etag_depends_on_query_and_snapshot(

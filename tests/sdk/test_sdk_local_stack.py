@@ -224,6 +224,7 @@ def _entry(entry_id: str, confidence: float) -> dict[str, Any]:
         "entry_id": entry_id, "trigger": f"before {entry_id}", "action": "describe the table first", "kind": "do",
         "confidence": confidence, "domain": "sql", "status": "active", "endpoint": "/sql", "task_class": "question",
         "evidence_op_ids": ["op-1", "op-2", "op-3"], "created_at": "2026-11-20T10:00:00Z",
+        "holdout_share": 0.0,  # outside any holdout experiment: served to every key
     }  # fmt: skip
 
 

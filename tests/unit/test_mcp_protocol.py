@@ -58,7 +58,7 @@ SNAPSHOT = {
         {
             "entry_id": f"pb-{i}", "trigger": f"before querying {table}", "action": "filter on dt first",
             "kind": "do", "confidence": 0.5 + i / 10, "domain": "sql", "scope": "project", "status": status,
-            "endpoint": "/sql", "evidence_op_ids": [f"op-{j}" for j in range(4)],
+            "endpoint": "/sql", "evidence_op_ids": [f"op-{j}" for j in range(4)], "holdout_share": 0.0,
             "created_at": "2026-11-20T10:00:00Z", **({"retired_at": "2026-11-21T09:00:00Z"} if status == "retired" else {}),
         }
         for i, (table, status) in enumerate((("workers", "active"), ("placements", "active"), ("ops", "retired")))
@@ -91,12 +91,14 @@ class World:
         }
         #: set to make the playbook snapshot unreadable (S3 down), as the real route's cache raises
         self.snapshot_fails = False
-        self.server = McpServer(self.load, refusal_app=self.observed)
+        self.server = McpServer(self.load, refusal_app=self.observed, key_names=self.key_names)
+
+    @staticmethod
+    def key_names() -> KeyNameResolver:
+        return KeyNameResolver(lambda key_id: "agent-7")
 
     def observed(self) -> Any:
-        return observe(
-            create_resolver(), Observer(lambda: self.queue, lambda: KeyNameResolver(lambda key_id: "agent-7"))
-        )
+        return observe(create_resolver(), Observer(lambda: self.queue, self.key_names))
 
     def load(self, name: str) -> ModuleType:
         self.loaded.append(name)
@@ -664,6 +666,22 @@ def test_resources_list_names_each_active_entry_without_a_record(world: World) -
     status, body = world.request("resources/templates/list")
     assert status == 200
     _wire(t.ListResourceTemplatesResult, body["result"])
+
+
+def test_resources_list_leaves_out_the_entries_the_callers_key_is_held_out_from(world: World) -> None:
+    """Holdout arms (issue 16) by the key's resolved name, the name its records carry ("agent-7"),
+    not its id: a held-out entry must not be listed (nor read: GET /playbooks withholds it)."""
+    from opslake.models.playbooks import arm_of
+
+    base = SNAPSHOT["entries"][0]
+    entries = [{**base, "entry_id": f"pb_{i:016x}", "holdout_share": 0.5} for i in range(20)]
+    world.snapshot = PlaybookSnapshot.model_validate({**SNAPSHOT, "entries": entries})
+    _, body = world.request("resources/list")
+    listed = [r["name"] for r in body["result"]["resources"]]
+    ranked = world.snapshot.select(limit=20)
+    assert listed == [e.entry_id for e in ranked if arm_of("agent-7", e) == "treatment"]
+    assert listed != [e.entry_id for e in ranked if arm_of("key-123", e) == "treatment"]
+    assert 0 < len(listed) < 20 and world.queue.messages == []
 
 
 def test_resources_read_is_a_playbooks_call_recording_the_entry_read(world: World) -> None:

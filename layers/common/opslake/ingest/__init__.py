@@ -28,6 +28,7 @@ __all__, __getattr__ = lazy_exports(
             "TRANSPORT_MARKER",
             "Observer",
             "build_record",
+            "caller_name",
             "observe",
             "source_of",
             "summarize",

@@ -51,6 +51,8 @@ MCP_TRANSPORT = "mcp"
 _OUTPUT_SUMMARY = "opslake_output_summary"
 _ATTRIBUTES = "opslake_attributes"
 _REQUEST_SUMMARY = "opslake_request_summary"
+_KEY_NAMES = "opslake_key_names"
+_REPORTER_ID = "opslake_reporter_id"
 
 
 def summarize(
@@ -65,6 +67,20 @@ def summarize_request(app: APIGatewayRestResolver, request_summary: str) -> None
     a secret may only be recognisable next to another field): the call's record says this instead
     of the request body. Set it before anything can fail, so a refused call is covered too."""
     app.append_context(**{_REQUEST_SUMMARY: request_summary})
+
+
+def caller_name(app: APIGatewayRestResolver) -> str:
+    """The caller's API key name, exactly what this call's op record will carry as ``reporter_id``
+    (resolved once per call with the observer's cached resolver, then reused by the record). A route
+    that decides by identity (the playbook holdout arms) must hash the name that is recorded, never
+    a client's claimed ``agent_id``; when the name lookup fails both use the key id."""
+    name = app.context.get(_REPORTER_ID)
+    if name is None:
+        key_id = caller_key_id(app.current_event.raw_event["requestContext"])
+        key_names: Callable[[], KeyNameResolver] | None = app.context.get(_KEY_NAMES)
+        name = key_names().name_of(key_id) if key_names is not None else key_id
+        app.append_context(**{_REPORTER_ID: name})
+    return str(name)
 
 
 def describe_request(method: str, path: str, query: dict[str, str] | None, body: str | None) -> str:
@@ -150,6 +166,7 @@ class Observer:
     def __call__(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response:
         started_at = now_utc()
         start = self._clock()
+        app.append_context(**{_KEY_NAMES: self._key_names_factory})  # for caller_name()
         error: Exception | None = None
         response: Response | None = None
         try:
@@ -188,7 +205,9 @@ class Observer:
             if status >= 400 and isinstance(response.body, str):
                 error_code, error_message = _error_from_body(response.body)
         headers = {k.lower(): v for k, v in (event.headers or {}).items()}
-        reporter_id = self._key_names_factory().name_of(caller_key_id(event.raw_event["requestContext"]))
+        reporter_id = app.context.get(_REPORTER_ID) or self._key_names_factory().name_of(
+            caller_key_id(event.raw_event["requestContext"])
+        )  # the name a route already resolved (caller_name): the one it decided by
         record = build_record(
             endpoint=event.request_context.resource_path or event.path,
             reporter_id=reporter_id,

@@ -9,7 +9,8 @@ at most :data:`MAX_TERMS`, made of letters, digits and dots), each a ``regexp_li
 its quotes doubled (:func:`opslake.query.sqltext.sql_string`); the raw query text never does.
 Active playbook entries (the snapshot ``GET /playbooks`` serves) are pre-filtered the same way in
 Python. Then BM25 (:mod:`opslake.tools.bm25`) ranks every candidate together, so scores compare
-across sources.
+across sources. The entries the caller (its API key name) is held out from by the playbook holdout
+experiments are not searched at all: search must not be a door around the experiment.
 
 Searched tables: the dataset tables of the allowlist ``POST /sql`` uses (``settings.allowed_tables``)
 that this module knows the text columns of. ``/sql``'s allowlist also holds ``ops``, but search does
@@ -30,11 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from opslake.datasets.staffing import PLACEMENTS, WORKERS
 from opslake.errors import BadRequestError
 from opslake.http.bodies import parse_body
-from opslake.models.playbooks import PlaybookEntry
+from opslake.models.playbooks import HOLDOUT_SALT, PlaybookEntry
 from opslake.query.api import ApiQueryConfig, run_query
 from opslake.query.base import QueryEngine
 from opslake.query.sqltext import sql_string
 from opslake.tools import bm25
+from opslake.tools.playbook_arms import visible_entries
 
 MAX_QUERY_CHARS = 200
 MAX_TERMS = 10
@@ -263,8 +265,12 @@ def search(
     *,
     allowed_tables: Iterable[str],
     playbook_entries: Callable[[], Iterable[PlaybookEntry]],
+    reader: str | None = None,
+    holdout_salt: str = HOLDOUT_SALT,
 ) -> SearchAnswer:
-    """``POST /search``: check the request, pre-filter each source, rank every candidate with BM25."""
+    """``POST /search``: check the request, pre-filter each source, rank every candidate with BM25.
+    ``reader`` (the caller's API key name) drops the entries it is held out from, before any
+    counting; ``None`` searches every active entry."""
     available = searchable_sources(allowed_tables)
     sources, terms, ignored = check_search_request(request, available)
     rows: dict[tuple[str, str], str] = {}
@@ -274,6 +280,8 @@ def search(
     engine_name: str | None = None
     # The snapshot first: when it cannot be read the call is a 503 anyway, so no query is paid for.
     entries = list(playbook_entries()) if PLAYBOOKS in sources else []
+    if reader is not None:
+        entries = visible_entries(entries, reader, salt=holdout_salt)
     tables = [s for s in sources if s in SEARCH_TABLES]
     if tables:
         sql = prefilter_sql(config, tables, terms)

@@ -37,6 +37,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from opslake import __version__
 from opslake.errors import BadRequestError, MalformedJsonError, OpslakeError
 from opslake.http.bodies import check_json_depth, request_body
+from opslake.http.identity import KeyNameResolver, caller_key_id
 from opslake.http.responses import json_response, report_error
 from opslake.tools.mcp import modern as modern_era
 from opslake.tools.mcp import protocol as rpc
@@ -72,10 +73,16 @@ class McpServer:
     calls refused before any tool (built lazily: most containers never need it)."""
 
     def __init__(
-        self, load_module: ModuleLoader, refusal_app: Callable[[], APIGatewayRestResolver] | None = None
+        self,
+        load_module: ModuleLoader,
+        refusal_app: Callable[[], APIGatewayRestResolver] | None = None,
+        key_names: Callable[[], KeyNameResolver] | None = None,
     ) -> None:
         self._load_module = load_module
         self._refusal_app_factory = refusal_app
+        # the tools' own resolver of key names (their op records' reporter_id): resources/list hides
+        # the caller's held-out entries by the same name GET /playbooks splits by; none: the key id
+        self._key_names = key_names
         self._refusal_app: APIGatewayRestResolver | None = None
         self._refusal: McpRefusalError | None = None
         self._methods: dict[str, Callable[[dict[str, Any], APIGatewayProxyEvent, Any], dict[str, Any]]] = {
@@ -238,11 +245,13 @@ class McpServer:
     def _list_resources(
         self, params: dict[str, Any], event: APIGatewayProxyEvent, context: Any
     ) -> dict[str, Any]:
-        """Every active playbook entry, read from the snapshot the playbooks route serves. The list
-        names entries (trigger, kind, endpoint); their advice is read with ``resources/read``,
-        which is a ``GET /playbooks`` and so an op record of who read which entry."""
+        """Every active playbook entry the caller is not held out from, read from the snapshot the
+        playbooks route serves. The list names entries (trigger, kind, endpoint); their advice is
+        read with ``resources/read``, which is a ``GET /playbooks`` and so an op record of who read
+        which entry. A held-out entry is not listed (its ``resources/read`` finds nothing either)."""
         from opslake.config import get_settings
         from opslake.errors import ServiceUnavailableError
+        from opslake.tools.playbook_arms import visible_entries
         from opslake.tools.snapshots import SnapshotUnavailableError
 
         try:
@@ -255,6 +264,10 @@ class McpServer:
             )
             raise rpc.unavailable(error.message, error.body(), error.status, error.retry_after_s) from exc
         entries = snapshot.select(limit=len(snapshot.entries)) if snapshot is not None else []
+        if entries:
+            key_id = caller_key_id(event.raw_event["requestContext"])
+            key_name = self._key_names().name_of(key_id) if self._key_names is not None else key_id
+            entries = visible_entries(entries, key_name, salt=get_settings().playbook_holdout_salt)
         return {
             "resources": [
                 {
