@@ -11,8 +11,8 @@ timestamps a few milliseconds apart). The lake's hourly Parquet objects are cach
 
 A child process loads the lake and runs the Analyzer (heuristic diagnoser, no model) so that
 "avoid" diagnoses exist; this process then times one Consolidator run (heuristic distiller, no
-compaction) and prints rows read, candidates, entries (by source and kind), outcomes read for
-efficacy, bytes scanned, queries and its peak RSS during the run (VmHWM, reset just before it; the
+compaction) and prints rows read, candidates, entries (by source and kind), the holdout
+experiment's rows, bytes scanned, queries and its peak RSS during the run (VmHWM, reset just before it; the
 load and the analyzer ran elsewhere, so the figure is the consolidator's). ``--tracemalloc``
 repeats the first run from a fresh state under tracemalloc for the peak of Python allocations
 (slower: its wall time is not the figure). Then a second run 30 minutes later with no new ops.
@@ -302,7 +302,7 @@ def describe(label: str, wall: float, report: ConsolidatorRun) -> None:
         f"logs {report.logs_read:,}, diagnoses {report.diagnoses_read}; candidates {report.candidates}; "
         f"entries created {len(report.entries_created)}, updated {len(report.entries_updated)}, "
         f"retired {len(report.entries_retired)}, rejected {len(report.rejected)}; active {report.active_entries}; "
-        f"outcomes read {report.outcomes_read:,}; bytes scanned {report.bytes_scanned / 1e6:.1f} MB "
+        f"experiment rows {report.experiment_rows:,}; bytes scanned {report.bytes_scanned / 1e6:.1f} MB "
         f"in {report.queries} queries"
     )
 

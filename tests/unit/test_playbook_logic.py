@@ -414,7 +414,7 @@ def test_older_snapshot_entries_still_parse() -> None:
         "confidence": 0.9, "domain": "sql", "status": "candidate", "created_at": "2026-11-20T10:00:00Z",
     }  # fmt: skip
     entry = PlaybookEntry.model_validate(legacy)
-    assert entry.evidence_agent_count == 0 and entry.ops_after is None and entry.group_key is None
+    assert entry.evidence_agent_count == 0 and entry.treatment_ops is None and entry.group_key is None
 
 
 def test_heuristic_draft_for_other_endpoints_shows_the_call_shape() -> None:

@@ -11,7 +11,7 @@ from opslake._lazy import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "efficacy": ("EfficacyResult", "OutcomeRow", "measure_efficacy"),
+        "efficacy": ("CorrectionResult", "OutcomeRow", "count_corrections"),
         "fence": ("KnownNames", "default_known", "instruction_refusal", "lesson_refusal"),
         "heuristics": ("classify", "diagnose_heuristically"),
         "intervals": ("design_effect", "mh_risk_difference", "newcombe", "wilson"),

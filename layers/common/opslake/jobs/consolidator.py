@@ -13,24 +13,25 @@ One run (every 30 minutes, or a backfill):
 4. reviews who may be served: an entry is active when an operator approved it or when enough
    independent reporters (API keys by trust level, ``reporter_id``, never claimed agent_ids)
    vouch for its evidence; others wait as ``proposed`` (``opslake playbooks approve``);
-5. measures every active entry over a lookback of outcomes (counted per minute by the engine, each
-   failure's signature computed in SQL) and applies overseer corrections; entries whose confidence
-   falls below the bar are retired;
-6. commits the entries and the watermark with one conditional write (a crash before it redoes
-   the window; merging the same evidence twice changes nothing);
+5. runs every active entry's holdout experiment over a lookback (treatment against holdout, by
+   API key, :mod:`opslake.analysis.playbooks.experiment`): helpful entries graduate, harmful ones
+   and those that make no difference are retired; overseer corrections are counted beside;
+6. records every edit of an entry as a delta (:mod:`opslake.analysis.playbooks.deltas`, table
+   ``playbook_deltas``), then commits the entries and the watermark with one conditional write
+   (a crash before it redoes the window; merging the same evidence twice changes nothing);
 7. publishes the snapshot (one object, replaced whole) and exports the ``playbooks`` table;
 8. compacts closed hours of ``ops`` (its own journals make it safe to stop anywhere).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from opslake.analysis.efficacy import OutcomeRow, measure_efficacy
-from opslake.analysis.masking import signature_id_sql, template_sql
+from opslake.analysis.efficacy import OutcomeRow, count_corrections
 from opslake.analysis.playbooks import (
     DistilledCandidate,
     approve,
@@ -41,12 +42,22 @@ from opslake.analysis.playbooks import (
     review,
     snapshot,
 )
+from opslake.analysis.playbooks.deltas import Delta, diff
 from opslake.analysis.playbooks.evidence_sql import (
     evidence_ops,
     log_tallies_sql,
     success_tallies_sql,
     tallies_from_rows,
 )
+from opslake.analysis.playbooks.experiment import (
+    ArmRow,
+    Rules,
+    apply_experiment,
+    experiment_sql,
+    signature_of_failure,
+    start_experiments,
+)
+from opslake.analysis.playbooks.quality import QUALITY
 from opslake.analysis.reporters import CONSOLIDATOR_REPORTER, ReporterTrust
 from opslake.config import Settings
 from opslake.jobs.base import JobReport, ScheduledJob, wire
@@ -96,8 +107,15 @@ class ConsolidatorRun(JobReport):
     rejected: list[str] = field(default_factory=list)
     active_entries: int = 0
     proposed_entries: int = 0
-    outcomes_read: int = 0
-    reader_outcomes_read: int = 0
+    #: this run's verdict of every measured entry's holdout experiment ("insufficient": not judged)
+    experiments: dict[str, str] = field(default_factory=dict)
+    entries_graduated: list[str] = field(default_factory=list)
+    experiment_rows: int = 0  # (entry, key, arm) rows the experiment query answered
+    experiment_units_crossed: int = 0  # (key, entry) pairs served before withheld: dropped
+    corrections_read: int = 0  # outcome rows read to decide overseer corrections
+    #: candidates and entries the quality gate refused this run, by the rule (the reason's first clause)
+    refused_by_gate: dict[str, int] = field(default_factory=dict)
+    deltas_written: int = 0
     llm_calls: int = 0
     compaction: dict[str, Any] | None = None
 
@@ -127,32 +145,20 @@ FROM {table}
 WHERE {window_predicate(window)} AND {_counted(trust)} AND event_kind = 'log'"""
 
 
-#: A failed op's signature, computed from the op itself as the analyzer computes it (masking in
-#: SQL, :mod:`opslake.analysis.masking`): no join with ``failures``, so the query reads ``ops``'
-#: partitions only, and a failure the analyzer has not seen yet has its signature already.
-def signature_of_failure(alias: str = "") -> str:
-    p = f"{alias}." if alias else ""
-    template = template_sql(f"{p}endpoint", f"{p}error_type", f"{p}error")
-    return f"CASE WHEN NOT {p}success THEN {signature_id_sql(template)} END"
-
-
 def diagnoses_sql(window: Window) -> str:
     return f"""SELECT * FROM diagnoses
 WHERE avoid AND created_at >= {timestamp_literal(window.start)} AND created_at < {timestamp_literal(window.end)}"""
 
 
-def outcomes_sql(
+def corrections_sql(
     table: str, lookback: Window, endpoints: Sequence[str], trust: ReporterTrust | None = None
 ) -> str:
-    """Outcomes for efficacy, each failure with its signature (:func:`signature_of_failure`); only
-    ops of keys that count under ``trust`` are measured (never opslake's own, never an untrusted
-    key's, nor with an untrusted default an unnamed key's).
-
-    Ordinary outcomes on the endpoints active entries target are counted per minute, endpoint,
-    task class, result and signature (``count``): a day of a million ops becomes thousands of
-    rows, and an op in the minute an entry was published counts as before it. Overseer
-    corrections and anything carrying a ``sig_hash`` stay one row each: their order within a
-    session matters; they keep their ``reporter_id`` (a correction counts by who sent it)."""
+    """What decides overseer corrections (:mod:`opslake.analysis.efficacy`): the corrections and
+    every op carrying a ``sig_hash``, one row each (their order within a session matters; they
+    keep their ``reporter_id``, since a correction counts by who sent it), and the failures on the
+    endpoints active entries target, each with its signature (:func:`signature_of_failure`),
+    counted per minute, endpoint, task class and signature (``count``). Only ops of keys that
+    count under ``trust`` are read (never opslake's own, never an untrusted key's)."""
     names = sql_string_list(endpoints)
     detail = "(o.sig_hash IS NOT NULL OR o.source = 'overseer_correction')"
     keep = {  # kept per op for detailed rows, dropped (NULL) for counted ones
@@ -169,40 +175,33 @@ FROM (
          applied_at_turn, {signature_of_failure()} AS signature_id
   FROM {table}
   WHERE {window_predicate(lookback)} AND {_counted(trust)}
-    AND (endpoint IN ({names}) OR source = 'overseer_correction' OR sig_hash IS NOT NULL)
+    AND ((endpoint IN ({names}) AND NOT success) OR source = 'overseer_correction' OR sig_hash IS NOT NULL)
 ) o
 GROUP BY o.endpoint, {minute}, o.success, o.task_class, o.signature_id, {", ".join(keep.values())}
 ORDER BY 4, 2, 6, 5, 12, 1
 LIMIT {MAX_OUTCOME_ROWS}"""
 
 
-def reader_outcomes_sql(
-    table: str, lookback: Window, endpoints: Sequence[str], trust: ReporterTrust | None = None
-) -> str:
-    """Outcomes of readers after they were served an entry (``GET /playbooks`` records the ids it
-    served), counted per entry, minute, endpoint, task class, result and signature.
+def gate_refusals(reasons: Sequence[str]) -> dict[str, int]:
+    """How many of ``reasons`` (a rejection's reason, or a report's "id: reason") are the quality
+    gate's (``quality: <rule>``), by rule: the clause after ``quality: ``, without the instance it
+    names ("the action only restates its endpoint")."""
+    counts: dict[str, int] = {}
+    for reason in reasons:
+        at = reason.find(QUALITY)
+        if at >= 0:
+            rule = re.split(r" \(|[;:]", reason[at + len(QUALITY) :], maxsplit=1)[0].strip()
+            counts[rule] = counts.get(rule, 0) + 1
+    return dict(sorted(counts.items()))
 
-    A reader is an API key (``reporter_id``), not a claimed ``agent_id``: a key's ops count as a
-    reader's from its first read of the entry on, whichever agent_id they name (so a client cannot
-    attribute its outcomes to another key's reads, nor escape being measured by changing names)."""
-    names = sql_string_list(endpoints)
-    where = window_predicate(lookback)
-    return f"""WITH r AS (
-  SELECT reporter_id, entry_id, min(ts) AS first_read
-  FROM {table} CROSS JOIN UNNEST(split(element_at(attributes, 'entry_ids'), ',')) AS t(entry_id)
-  WHERE {where} AND {_counted(trust)} AND endpoint = '/playbooks' AND element_at(attributes, 'entry_ids') <> ''
-  GROUP BY reporter_id, entry_id
-), o AS (
-  SELECT op_id, endpoint, agent_id, reporter_id, ts, success, task_class, {signature_of_failure()} AS signature_id
-  FROM {table}
-  WHERE {where} AND {_counted(trust)} AND endpoint IN ({names})
-)
-SELECT min(o.op_id) AS op_id, o.endpoint, min(o.agent_id) AS agent_id, date_trunc('minute', o.ts) AS ts,
-       o.success, o.task_class, o.signature_id, r.entry_id, count(*) AS count
-FROM o JOIN r ON r.reporter_id = o.reporter_id AND o.ts >= r.first_read
-GROUP BY r.entry_id, o.endpoint, date_trunc('minute', o.ts), o.success, o.task_class, o.signature_id
-ORDER BY 8, 4, 2, 6, 5, 7
-LIMIT {MAX_OUTCOME_ROWS}"""
+
+def write_deltas(store: ObjectStore, key: str, deltas: Sequence[Delta]) -> None:
+    """Deltas as one object of the ``playbook_deltas`` table."""
+    store.put(
+        key,
+        derived.parquet_bytes("playbook_deltas", [d.row() for d in deltas]),
+        content_type="application/vnd.apache.parquet",
+    )
 
 
 class Consolidator(ScheduledJob[ConsolidatorRun]):
@@ -300,9 +299,17 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         if merged.rejected:
             metrics.add_metric(name="PlaybookCandidatesRejected", unit="Count", value=len(merged.rejected))
             logger.warning("playbook candidates refused", rejected=report.rejected[:20])
+        recorded, deltas = diff(
+            entries,
+            merged.entries,
+            by=lambda e: e.distilled_by or "consolidator",
+            reason="evidence",
+            at=now,
+            run_window_end=window.end,
+        )
 
         reviewed = review(
-            merged.entries,
+            recorded,
             trust=self.trust,
             min_reporters=self.settings.playbook_min_reporters,
             approval_mode=self.settings.playbook_approval_mode,
@@ -313,20 +320,53 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             r if r not in reviewed.approved_refused else f"approved entry the fence refuses: {r}"
             for r in reviewed.refused
         ]
+        # a stored entry is refused at every run: counted once, when the refusal withholds it
+        withheld = set(reviewed.withheld)
+        report.refused_by_gate = gate_refusals(
+            [r.reason for r in merged.rejected]
+            + [r for r in reviewed.refused if r.split(": ", 1)[0] in withheld]
+        )
         if reviewed.withheld:
             logger.warning(
                 "playbook entries withheld: too few independent reporters", entries=reviewed.withheld
             )
-        measured = self._efficacy(reviewed.entries, window, now, report)
+        refusals = dict(line.split(": ", 1) for line in reviewed.refused)
+        recorded, more = diff(
+            recorded,
+            reviewed.entries,
+            by="consolidator",
+            reason={e.entry_id: refusals.get(e.entry_id, "independent reporters") for e in reviewed.entries},
+            at=now,
+            run_window_end=window.end,
+        )
+        deltas += more
+        measured = self._experiment(recorded, window, now, report)
+        recorded, more = diff(
+            recorded,
+            measured,
+            by="consolidator",
+            reason={
+                e.entry_id: f"judged: {report.experiments[e.entry_id]}"
+                if report.experiments.get(e.entry_id, "insufficient") != "insufficient"
+                else "overseer corrections"
+                for e in measured
+            },
+            at=now,
+            run_window_end=window.end,
+        )
+        deltas += more
         report.llm_calls = settle_llm_calls(
             self.llm, self.ops_queue, agent_id=LLM_AGENT_ID, purpose="playbook"
         )
+        if deltas:  # before the commit: a crash between them redoes the run, naming the same deltas
+            write_deltas(self.store, derived.run_deltas_key(window.end, [d.delta_id for d in deltas]), deltas)
+            report.deltas_written = len(deltas)
         self.state.commit(
             lease,
             watermark=watermark if backfill else window.end,
-            data={"entries": [e.model_dump(mode="json") for e in measured]},
+            data={"entries": [e.model_dump(mode="json") for e in recorded]},
         )
-        self._publish(measured, now, report)
+        self._publish(recorded, now, report)
 
     def approve(self, entry_id: str, *, override_fence: bool = False) -> PlaybookEntry:
         """Publish a ``proposed`` entry; see :func:`approve_entry`."""
@@ -355,34 +395,36 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
 
         return ask
 
-    def _efficacy(
+    def _experiment(
         self, entries: list[PlaybookEntry], window: Window, now: datetime, report: ConsolidatorRun
     ) -> list[PlaybookEntry]:
+        """Every active entry's holdout experiment over the lookback, then the overseer corrections."""
+        rules = Rules.from_settings(self.settings)
+        entries = start_experiments(entries, rules=rules, now=now)
         active = [e for e in entries if e.status == "active"]
         if not active:
             return entries
         lookback = Window(window.end - timedelta(hours=self.settings.efficacy_lookback_h), window.end)
+        sql = experiment_sql(self.table, lookback, active, self.trust)
+        rows = [ArmRow.from_row(r) for r in self.query(sql, report)] if sql else []
+        report.experiment_rows = len(rows)
+        result = apply_experiment(entries, rows, rules=rules, now=now)
+        report.experiments = dict(result.verdicts)
+        report.entries_graduated, report.entries_retired = result.graduated, result.retired
+        report.experiment_units_crossed = result.crossed
+        if result.crossed:
+            metrics.add_metric(name="ExperimentUnitsCrossed", unit="Count", value=result.crossed)
+            logger.warning("experiment units served before withheld: dropped", units=result.crossed)
         endpoints = [e.endpoint for e in active if e.endpoint]
-        rows = self.query(outcomes_sql(self.table, lookback, endpoints, self.trust), report)
-        report.outcomes_read = sum(int(r["count"]) for r in rows)
-        if len(rows) >= MAX_OUTCOME_ROWS:  # efficacy is then measured on part of the lookback
-            metrics.add_metric(name="EfficacyOutcomesCapped", unit="Count", value=1)
-            logger.warning("efficacy outcomes capped", rows=len(rows), lookback=lookback.as_dict())
-        read = self.query(reader_outcomes_sql(self.table, lookback, endpoints, self.trust), report)
-        report.reader_outcomes_read = sum(int(r["count"]) for r in read)
-        result = measure_efficacy(
-            entries,
-            [OutcomeRow.model_validate(r) for r in rows],
-            reader_outcomes=[
-                OutcomeRow.model_validate({**r, "read_entry_ids": (r["entry_id"],)}) for r in read
-            ],
-            now=now,
-            min_ops=self.settings.playbook_min_ops_to_judge,
-            retire_below=self.settings.playbook_retire_below,
-            trust=self.trust,
+        outcomes = self.query(corrections_sql(self.table, lookback, endpoints, self.trust), report)
+        report.corrections_read = len(outcomes)
+        if len(outcomes) >= MAX_OUTCOME_ROWS:  # corrections are then decided on part of the lookback
+            metrics.add_metric(name="CorrectionOutcomesCapped", unit="Count", value=1)
+            logger.warning("correction outcomes capped", rows=len(outcomes), lookback=lookback.as_dict())
+        counted = count_corrections(
+            result.entries, [OutcomeRow.model_validate(r) for r in outcomes], now=now, trust=self.trust
         )
-        report.entries_retired = result.retired
-        return result.entries
+        return counted.entries
 
     def _publish(self, entries: Sequence[PlaybookEntry], now: datetime, report: ConsolidatorRun) -> None:
         report.active_entries, report.proposed_entries = publish(self.settings, self.store, entries, now)
@@ -438,6 +480,7 @@ def approve_entry(
         entry_id,
         lambda es: approve(es, entry_id, now, override_fence=override_fence),
         now,
+        reason="approve",
     )
 
 
@@ -447,7 +490,20 @@ def retire_entry(
     """Stop serving an entry for good and publish the new snapshot (say, an approved entry the
     lesson fence refuses, which runs report but keep serving); under the lease like
     :func:`approve_entry`. Raises :class:`EntryNotFoundError` or :class:`LeaseLostError`."""
-    return _change_entry(settings, store, state, entry_id, lambda es: retire(es, entry_id, now), now)
+    return _change_entry(
+        settings, store, state, entry_id, lambda es: _operator_retire(es, entry_id, now), now, reason="retire"
+    )
+
+
+def _operator_retire(entries: list[PlaybookEntry], entry_id: str, now: datetime) -> list[PlaybookEntry]:
+    """:func:`retire`, with the reason ``operator`` on an entry it retires (not on one retired before)."""
+    was = {e.entry_id: e.status for e in entries}
+    return [
+        e.model_copy(update={"retired_reason": "operator"})
+        if e.entry_id == entry_id and e.status == "retired" and was[e.entry_id] != "retired"
+        else e
+        for e in retire(entries, entry_id, now)
+    ]
 
 
 def _change_entry(
@@ -457,15 +513,19 @@ def _change_entry(
     entry_id: str,
     change: Callable[[list[PlaybookEntry]], list[PlaybookEntry]],
     now: datetime,
+    *,
+    reason: str,
 ) -> PlaybookEntry:
     """An operator's change to the entries: under the consolidator's lease (a run and the change
-    never overwrite each other), committed, then published."""
+    never overwrite each other), recorded as deltas (one object each), committed, then published."""
     lease = state.acquire()
     if lease is None:
         raise LeaseLostError("a consolidator run holds the lease: try again in a minute")
     try:
-        entries = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
-        entries = change(entries)
+        before = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
+        entries, deltas = diff(before, change(before), by="operator", reason=reason, at=now)
+        for delta in deltas:
+            write_deltas(store, derived.delta_key(delta.delta_id), [delta])
         state.commit(
             lease,
             watermark=lease.state.watermark,

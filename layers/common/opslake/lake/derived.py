@@ -14,7 +14,9 @@ signature, is a Glue view over ``ops`` that the analyzer keeps: :func:`opslake.j
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -164,6 +166,18 @@ def whole_table_key(table: str) -> str:
 
 def diagnosis_key(diagnosis_id: str) -> str:
     return f"{table_prefix('diagnoses')}{diagnosis_id}.parquet"
+
+
+def run_deltas_key(window_end: datetime, delta_ids: Sequence[str]) -> str:
+    """One consolidator run's deltas: named by the run's window end and what they are (sha256 of
+    the delta ids), so a rerun of the same window with the same edits overwrites the object."""
+    digest = hashlib.sha256(",".join(sorted(delta_ids)).encode()).hexdigest()[:8]
+    return f"{table_prefix('playbook_deltas')}{window_end.astimezone(UTC):%Y%m%dT%H%M%S}-{digest}.parquet"
+
+
+def delta_key(delta_id: str) -> str:
+    """An operator's change (approve, retire): one object per delta, named by its id."""
+    return f"{table_prefix('playbook_deltas')}{delta_id}.parquet"
 
 
 def derived_glue_columns(table: str) -> list[dict[str, str]]:

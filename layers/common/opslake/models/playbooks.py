@@ -5,7 +5,7 @@ lessons and the analyzer's "avoid" diagnoses, and the one snapshot object
 :class:`EntryDraft` is what a distiller (the LLM or the heuristic) must answer; it is also the
 JSON schema sent to the model. :class:`PlaybookEntry` is one row of the ``playbooks`` table: the
 draft plus its provenance (evidence, independent reporters, claimed agents, source), its lifecycle
-(``proposed`` → ``active`` → ``retired``) and its measured efficacy. Only ``active`` entries are
+(``proposed`` → ``active`` → ``retired``) and its holdout experiment. Only ``active`` entries are
 ever served; an entry whose evidence comes from fewer than ``playbook_min_reporters`` independent
 reporters stays ``proposed`` until an operator approves it (``approved_at``).
 """
@@ -181,18 +181,9 @@ class PlaybookEntry(BaseModel):
     judged_holdout_ops: Count | None = None
     followed_treatment: Count = 0
     followed_holdout: Count = 0
-    # efficacy: failure rate of the targeted ops before/after publication (None until measured)
-    ops_before: Count | None = None
-    failures_before: Count | None = None
-    ops_after: Count | None = None
-    failures_after: Count | None = None
-    failure_rate_before: Rate | None = None
-    failure_rate_after: Rate | None = None
-    judged_ops_after: Count | None = Field(default=None, description="ops_after when confidence last moved")
-    efficacy_basis: Literal["all", "readers"] | None = Field(
-        default=None, description="after-publication ops measured: all, or only agents that read the entry"
+    efficacy_checked_at: UtcMs | None = Field(
+        default=None, description="when its experiment was last measured"
     )
-    efficacy_checked_at: UtcMs | None = None
     corrections_for: Count = Field(default=0, description="validated overseer corrections matched")
     corrections_against: Count = Field(default=0, description="invalidated overseer corrections matched")
     counted_correction_ids: Annotated[list[Witness], Field(max_length=MAX_TRACKED_AGENTS)] = Field(

@@ -1,0 +1,90 @@
+"""Deltas (issue 16): every edit of an entry is recorded by a diff of the entries before and after
+a step, one delta per changed entry with a stable id and the entry's revision one higher; per-run
+tallies are no edit; the run's deltas and an operator's are named by what they hold."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from opslake.analysis.playbooks.deltas import delta_id, diff
+from opslake.lake import derived
+from opslake.models.playbooks import PlaybookEntry
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+END = T0 + timedelta(minutes=30)
+
+
+def entry(**fields: Any) -> PlaybookEntry:
+    values: dict[str, Any] = {
+        "entry_id": "pb_x", "trigger": "SQL question over workers", "action": "Use the column hourly_rate",
+        "kind": "do", "confidence": 0.5, "domain": "sql", "endpoint": "/sql", "status": "proposed",
+        "created_at": T0, "distilled_by": "heuristic", **fields,
+    }  # fmt: skip
+    return PlaybookEntry(**values)
+
+
+def test_each_change_is_one_delta_and_one_revision() -> None:
+    created, [add] = diff([], [entry()], by=lambda e: e.distilled_by or "?", reason="evidence", at=T0)
+    assert (add.op, add.by, add.revision, created[0].revision) == ("add", "heuristic", 1, 1)
+    assert add.delta_id == delta_id("pb_x", 1) and add.delta_id.startswith("pd_") and len(add.delta_id) == 19
+    assert json.loads(add.changes_json)["action"] == [None, "Use the column hourly_rate"]
+
+    published = created[0].model_copy(update={"status": "active", "published_at": T0})
+    served, [publish] = diff(created, [published], by="consolidator", reason={"pb_x": "3 reporters"}, at=T0)
+    assert (publish.op, publish.revision, publish.reason, served[0].revision) == (
+        "publish",
+        2,
+        "3 reporters",
+        2,
+    )
+    assert json.loads(publish.changes_json)["status"] == ["proposed", "active"]
+
+    graduated = served[0].model_copy(
+        update={"experiment_stage": "graduated", "holdout_share": 0.05, "helpful_count": 2}
+    )
+    _, [graduate] = diff(served, [graduated], by="consolidator", at=T0, run_window_end=END)
+    assert (graduate.op, graduate.revision, graduate.run_window_end) == ("graduate", 3, END)
+    retired = served[0].model_copy(update={"status": "retired", "retired_reason": "harmful"})
+    assert diff(served, [retired], by="consolidator", at=T0)[1][0].op == "deprecate"
+    merged = served[0].model_copy(
+        update={"status": "retired", "retired_reason": "merged", "merged_into": "pb_y"}
+    )
+    [merge] = diff(served, [merged], by="consolidator", at=T0)[1]
+    assert (merge.op, merge.merged_into) == ("merge", "pb_y")
+    approved = created[0].model_copy(update={"status": "active", "approved_at": T0})
+    assert diff(created, [approved], by="operator", at=T0)[1][0].op == "approve"
+    withheld = served[0].model_copy(update={"status": "proposed", "published_at": None})
+    assert diff(served, [withheld], by="consolidator", at=T0)[1][0].op == "withhold"
+
+
+def test_tallies_are_not_edits_and_nothing_changed_is_no_delta() -> None:
+    before = entry(status="active")
+    tallied = before.model_copy(
+        update={"treatment_ops": 40, "holdout_ops": 38, "effect": 0.1, "design_effect": 1.2, "judged_at": T0,
+                "updated_at": T0, "followed_holdout": 3, "experiment_started_at": T0}
+    )  # fmt: skip
+    entries, deltas = diff([before], [tallied], by="consolidator", at=T0)
+    assert deltas == [] and entries[0].revision == 0
+    judged = tallied.model_copy(update={"helpful_count": 1, "helpful_streak": 1, "last_verdict": "helpful"})
+    [update] = diff([before], [judged], by="consolidator", reason="judged: helpful", at=T0)[1]
+    assert update.op == "update" and set(json.loads(update.changes_json)) == {
+        "helpful_count", "helpful_streak", "last_verdict",
+    }  # fmt: skip
+
+
+def test_a_redone_step_names_its_deltas_the_same() -> None:
+    one = diff([entry()], [entry(confidence=0.6)], by="heuristic", at=T0)[1]
+    two = diff([entry()], [entry(confidence=0.6)], by="heuristic", at=T0 + timedelta(seconds=5))[1]
+    assert [d.delta_id for d in one] == [d.delta_id for d in two]
+    ids = [d.delta_id for d in one]
+    assert derived.run_deltas_key(END, ids) == derived.run_deltas_key(END, list(reversed(ids)))
+    assert derived.run_deltas_key(END, ids).startswith("derived/playbook_deltas/20261120T103000-")
+    assert derived.delta_key(ids[0]) == f"derived/playbook_deltas/{ids[0]}.parquet"
+    rows = derived.read_rows(derived.parquet_bytes("playbook_deltas", [d.row() for d in one]))
+    assert [(r["delta_id"], r["op"], r["revision"]) for r in rows] == [(ids[0], "update", 1)]
