@@ -294,6 +294,10 @@ def test_playbooks_list_and_approve(running: Running, capsys: pytest.CaptureFixt
     code, out, _ = running.cli(capsys, "playbooks", "list", "--status", "proposed")
     assert code == 0 and "pb_cli_test" in out and "proposed" in out
     assert "reporters" in out.splitlines()[0]  # independent reporters beside claimed agents
+    # issue 16: each entry's experiment: its stage, helpful/harmful verdicts, Δ with its interval
+    assert all(column in out.splitlines()[0] for column in ("stage", "helpful/harmful", "Δ [interval]"))
+    row = next(line for line in out.splitlines() if "pb_cli_test" in line)
+    assert " new " in row and " 0/0 " in row
     code, _, err = running.cli(capsys, "playbooks", "approve", "pb_missing")
     assert code == 2 and "no playbook entry 'pb_missing'" in err
     code, out, err = running.cli(capsys, "playbooks", "approve", "pb_cli_test")
@@ -367,9 +371,15 @@ def test_playbooks_export_writes_a_skill_folder_and_one_agents_md_block(
     assert lease is not None
     common = {"kind": "do", "confidence": 0.7, "domain": "sql", "evidence_op_ids": ["a", "b", "c"],
               "evidence_reporter_count": 2, "evidence_agent_count": 3, "created_at": datetime.now(UTC)}  # fmt: skip
+    # a graduated contrast entry (helpful twice in its holdout experiment) beside a new one
+    experiment = {"experiment_stage": "graduated", "holdout_share": 0.05, "helpful_count": 2,
+                  "last_verdict": "helpful", "holdout_ops": 38, "holdout_failures": 9, "holdout_rate": 9 / 38,
+                  "treatment_ops": 40, "treatment_failures": 3, "treatment_rate": 0.075, "effect": 0.162,
+                  "effect_low": 0.009, "effect_high": 0.31, "followed_treatment": 4, "followed_holdout": 1,
+                  "instead_of": "SELECT rate FROM workers"}  # fmt: skip
     entries = [
         PlaybookEntry(entry_id="pb_exp_sql", trigger="SQL question over workers", endpoint="/sql",
-                      action="Use the column hourly_rate of workers", status="active", **common),
+                      action="Use the column hourly_rate of workers", status="active", **common, **experiment),
         PlaybookEntry(entry_id="pb_exp_worker", trigger="looking up a worker", endpoint="/worker/{id}",
                       action="Use worker ids of the form W00042 ([a](http://x) <b>)", status="active", **common),
         PlaybookEntry(entry_id="pb_exp_proposed", trigger="t", action="not served yet", status="proposed", **common),
@@ -392,10 +402,33 @@ def test_playbooks_export_writes_a_skill_folder_and_one_agents_md_block(
     meta = yaml.safe_load(skill.split("---\n")[1])
     assert meta["name"] == "opslake-playbook" and folder.name == meta["name"]
     assert len(meta["description"]) <= 1024 and "/sql, /worker/{id}" in meta["description"]
-    assert meta["metadata"]["opslake-entries"] == "2"
+    assert (meta["metadata"]["opslake-entries"], meta["metadata"]["opslake-graduated"]) == ("2", "1")
     assert "`pb_exp_sql`" in skill and "`pb_exp_worker`" in skill and "pb_exp_proposed" not in skill
     assert "\\[a\\](http://x) &lt;b&gt;" in skill  # agent-written text stays text
+    assert (
+        "- **Do** Use the column hourly\\_rate of workers **Instead of** SELECT rate FROM workers"
+        not in skill
+    )
+    assert "- **Do** Use the column hourly_rate of workers **Instead of** SELECT rate FROM workers" in skill
+    assert "holdout 23.7 % of 38 ops → treatment 7.5 % of 40 ops (Δ +16.2 pp [+0.9, +31.0])" in skill
+    index = (folder / "references" / "entries.md").read_text()
+    assert "| stage | held out | helpful | harmful | holdout | treatment | Δ [interval] |" in index
+    assert (
+        "| `pb_exp_sql` | do | `/sql` | graduated | 5.0 % | 2 | 0 | 23.7 % (9/38) | 7.5 % (3/40) |" in index
+    )
+    assert "| `pb_exp_worker` | do | `/worker/{id}` | new | 50.0 % | 0 | 0 | - | - | - |" in index
     assert (skills / "other" / "keep.txt").read_text() == "not ours"  # nothing else replaced
+
+    # --graduated-only: only proven entries (the export's readers are outside the experiment)
+    only = tmp_path / "graduated"
+    code, out, err = running.cli(capsys, "playbooks", "export", str(only), "--graduated-only")
+    assert code == 0 and "exported 1 graduated entries" in out, err
+    skill = (only / "opslake-playbook" / "SKILL.md").read_text()
+    assert "`pb_exp_sql`" in skill and "pb_exp_worker" not in skill
+    assert yaml.safe_load(skill.split("---\n")[1])["metadata"]["opslake-graduated"] == "1"
+    code, out, _ = running.cli(capsys, "playbooks", "list", "--status", "active")
+    row = next(line for line in out.splitlines() if "pb_exp_sql" in line)
+    assert " graduated " in row and " 2/0 " in row and "Δ +16.2 pp [+0.9, +31.0]" in row
 
     agents = tmp_path / "AGENTS.md"
     agents.write_text("# Project\n\nBuild with make.\n")

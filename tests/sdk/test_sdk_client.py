@@ -636,6 +636,35 @@ def playbooks_server(api: FakeApi, answers: dict[str, Any]) -> list[httpx.Reques
     return seen
 
 
+def test_an_entry_names_every_field_the_server_serves() -> None:
+    """Issue 16: the contrast and holdout experiment fields are read into named attributes (none is
+    left in ``extra``); before/after publication is no longer served and reads None."""
+    from opslake.models.playbooks import PlaybookEntry as ServerEntry
+
+    served = ServerEntry(
+        entry_id="pb_0123456789abcdef", trigger="SQL question over workers", kind="do", confidence=0.8,
+        action="Use the column hourly_rate of workers", instead_of="SELECT rate FROM workers",
+        fix_kind="column", domain="sql", endpoint="/sql", status="active", source="contrast",
+        created_at="2026-11-20T10:00:00Z", experiment_stage="graduated", holdout_share=0.05,
+        helpful_count=2, harmful_count=1, treatment_rate=0.075, holdout_rate=0.237, effect=0.162,
+        effect_low=0.009, effect_high=0.31, evidence_op_ids=["op-1"],
+    ).served()  # fmt: skip
+    entry = opslake_sdk.PlaybookEntry.from_json(json.loads(json.dumps(served)))
+    assert entry is not None and entry.extra == {}
+    assert (entry.instead_of, entry.fix_kind, entry.experiment_stage) == (
+        "SELECT rate FROM workers",
+        "column",
+        "graduated",
+    )
+    assert (entry.helpful_count, entry.harmful_count) == (2, 1)
+    assert (entry.treatment_rate, entry.holdout_rate) == (0.075, 0.237)
+    assert (entry.effect, entry.effect_low, entry.effect_high) == (0.162, 0.009, 0.31)
+    assert entry.failure_rate_before is None and entry.failure_rate_after is None
+    # a measured-nothing entry: the experiment's numbers are None, never 0
+    bare = opslake_sdk.PlaybookEntry.from_json(ENTRY)
+    assert bare is not None and bare.effect is None and bare.helpful_count is None
+
+
 def test_playbooks_are_cached_per_query_by_etag(make: Factory) -> None:
     ol, api = make()
     answers = {

@@ -70,33 +70,41 @@ def test_entries_are_grouped_by_endpoint_then_trigger_and_only_active_ones_shown
 
 
 def test_each_entry_carries_its_id_and_counts() -> None:
-    measured = entry(
-        "pb_m", task_class="staffing_search", failure_rate_before=0.186, failure_rate_after=0.029,
-        ops_after=120, efficacy_basis="readers", corrections_for=2,
-    )  # fmt: skip
+    measured = entry("pb_m", task_class="staffing_search", corrections_for=2)
     lines = render_entries([measured]).splitlines()
     bullet = lines.index("- **Do** Use the column hourly_rate of workers")
     assert lines[bullet + 1] == (
         "  `pb_m` · confidence 0.80 · evidence 3 ops · 2 reporters · 3 agents · task `staffing_search`"
-        " · corrections 2 for · 0 against"
-        " · failure rate 18.6 % before → 2.9 % after (readers, 120 ops after)"
+        " · new, held out from 50 % of keys · corrections 2 for · 0 against"
     )
 
 
-def test_fields_of_later_models_are_one_more_fact() -> None:
-    # the holdout experiments add helpful/harmful counts, arms and "instead of": rendered once present
-    later = entry("pb_x").model_copy(
-        update={
-            "helpful_count": 2, "harmful_count": 0, "holdout_rate": 0.237, "treatment_rate": 0.075,
-            "effect": 0.162, "effect_low": 0.009, "effect_high": 0.31,
-            "instead_of": "SELECT rate FROM workers",
-        }
+def test_a_judged_entry_shows_its_experiment_its_verdicts_and_its_contrast() -> None:
+    """Issue 16: instead of (the failing form a contrast entry replaces), the experiment's stage,
+    helpful/harmful verdicts, and holdout vs treatment failure rates with the difference's interval."""
+    judged = entry(
+        "pb_x", experiment_stage="graduated", holdout_share=0.05, helpful_count=2, last_verdict="helpful",
+        holdout_rate=0.237, holdout_ops=38, treatment_rate=0.075, treatment_ops=40, effect=0.162,
+        effect_low=0.009, effect_high=0.31, instead_of="SELECT rate FROM workers",
     )  # fmt: skip
-    text = render_entries([later])
-    assert "**Instead of** SELECT rate FROM workers" in text
-    expected = "helpful 2 · harmful 0 · holdout 23.7 % → treatment 7.5 %"
-    expected += " (Δ +16.2 pp, 95 % CI +0.9 to +31.0)"
-    assert expected in text
+    lines = render_entries([judged]).splitlines()
+    assert "- **Do** Use the column hourly_rate of workers **Instead of** SELECT rate FROM workers" in lines
+    assert lines[-1].endswith(
+        " · graduated, held out from 5 % of keys · helpful 2 · harmful 0"
+        " · holdout 23.7 % of 38 ops → treatment 7.5 % of 40 ops (Δ +16.2 pp [+0.9, +31.0])"
+    )
+    # measured, not yet judged: rates without verdicts; the counts of ops only when known
+    measured = entry("pb_y", holdout_rate=0.1, treatment_rate=0.2, effect=-0.1)
+    text = render_entries([measured])
+    assert "helpful" not in text and "holdout 10.0 % → treatment 20.0 % (Δ -10.0 pp)" in text
+    # before/after publication is gone from the model and from the text
+    old = entry("pb_z", failure_rate_before=0.186, failure_rate_after=0.029, efficacy_basis="readers")
+    assert "before" not in render_entries([old])
+
+
+def test_an_agent_written_instead_of_stays_text() -> None:
+    text = render_entries([entry("pb_i", instead_of="[x](http://evil) <b>`")])
+    assert "**Instead of** \\[x\\](http://evil) &lt;b&gt;\\`" in text
 
 
 HOSTILE = [
@@ -176,7 +184,9 @@ def test_front_matter_follows_the_specification() -> None:
     # what it holds and when to use it, naming the routes covered
     assert "2 do/avoid playbook entries for /sql, /worker/{id}" in meta["description"]
     assert "Use before calling" in meta["description"]
-    assert meta["metadata"] == {"opslake-generated-at": NOW.isoformat(), "opslake-entries": "2"}
+    assert meta["metadata"] == {
+        "opslake-generated-at": NOW.isoformat(), "opslake-entries": "2", "opslake-graduated": "0",
+    }  # fmt: skip
     assert all(isinstance(v, str) for v in meta["metadata"].values())  # a map of strings
     assert body.startswith("\n# Lessons from opslake\n") and "report_followed" in body
 
@@ -224,10 +234,23 @@ def test_the_body_stays_bounded_and_long_tails_go_to_references() -> None:
     for endpoint in ("sql", "match", "search"):
         reference = files[f"references/{endpoint}.md"]
         assert len(re.findall(r"`pb_\w+`", reference)) == 100
-    # entries.md: every entry's id and counts
+    # entries.md: every entry's id, stage, arms and counts, one table row each
     index = files["references/entries.md"]
     assert set(re.findall(r"`(pb_\w+)`", index)) == {e.entry_id for e in entries}
-    assert "evidence 3 ops · 2 reporters · 3 agents" in index
+    rows = [line for line in index.splitlines() if line.startswith("| `pb_")]
+    assert len(rows) == 300 and all(row.endswith(" | 0/0 | 3 ops · 2 reporters |") for row in rows)
+
+
+def test_the_entries_table_keeps_its_columns_whatever_the_text() -> None:
+    """references/entries.md is a GFM table: a ``|`` in agent-written text must not add a cell."""
+    from opslake.tools.playbook_markdown import INDEX_COLUMNS
+
+    entries = [entry("pb_1", endpoint="/a|b `c|d`"), entry("pb_2", endpoint=None, kind="avoid")]
+    index = skill_files(entries, name="t", generated_at=NOW)["references/entries.md"]
+    rendered = MarkdownIt("commonmark").enable("table").render(index)
+    assert rendered.count("<tr>") == 3
+    assert all(row.count("<td>") == len(INDEX_COLUMNS) for row in rendered.split("<tr>")[2:])
+    assert "/a|b" in rendered and "Any endpoint" in rendered
 
 
 def test_a_small_playbook_fits_in_skill_md_alone() -> None:

@@ -131,12 +131,17 @@ def cmd_playbooks_list(args: argparse.Namespace) -> int:
             json.dumps([e.model_dump(mode="json", exclude={"evidence_excerpts"}) for e in entries], indent=2)
         )
         return 0
+    from opslake.tools.playbook_markdown import effect_text
+
     rows = [
         (
             e.entry_id,
             e.status,
+            e.experiment_stage,
             e.kind,
             f"{e.confidence:.2f}",
+            f"{e.helpful_count}/{e.harmful_count}",
+            effect_text(e) or "-",
             e.evidence_reporter_count,
             e.evidence_agent_count,
             e.endpoint or "-",
@@ -144,8 +149,12 @@ def cmd_playbooks_list(args: argparse.Namespace) -> int:
         )
         for e in entries
     ]
-    # reporters: independent API keys (by trust level) behind the evidence; agents: claimed agent_ids
-    header = ["entry_id", "status", "kind", "confidence", "reporters", "agents", "endpoint", "action"]
+    # reporters: independent API keys (by trust level) behind the evidence; agents: claimed agent_ids;
+    # helpful/harmful: the experiment's verdicts; Δ: holdout minus treatment failure rate [interval]
+    header = [
+        "entry_id", "status", "stage", "kind", "confidence", "helpful/harmful", "Δ [interval]",
+        "reporters", "agents", "endpoint", "action",
+    ]  # fmt: skip
     print(text_table(header, rows, cell=cell_text))
     return 0
 
@@ -199,8 +208,9 @@ def cmd_playbooks_retire(args: argparse.Namespace) -> int:
 
 
 def cmd_playbooks_export(args: argparse.Namespace) -> int:
-    """Write the active entries as an Agent Skills folder DIR/NAME (replacing the previous export of
-    that name), and the AGENTS.md block pointing to it: into --agents-md, or printed."""
+    """Write the active entries (--graduated-only: only the graduated ones) as an Agent Skills folder
+    DIR/NAME (replacing the previous export of that name), and the AGENTS.md block pointing to it:
+    into --agents-md, or printed."""
     from pathlib import Path
 
     from opslake.jobs.consolidator import read_entries
@@ -213,6 +223,8 @@ def cmd_playbooks_export(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from exc
     settings, s3, where = _playbooks_target(args)
     entries = [e for e in read_entries(_consolidator_state(settings, s3)) if e.status == "active"]
+    if args.graduated_only:  # only entries proven helpful: the export's readers are outside the experiment
+        entries = [e for e in entries if e.experiment_stage == "graduated"]
     files = skill_files(entries, name=args.name, generated_at=datetime.now(UTC))
     try:
         folder = write_skill_folder(Path(args.directory), args.name, files)
@@ -220,8 +232,9 @@ def cmd_playbooks_export(args: argparse.Namespace) -> int:
             update_agents_md(Path(args.agents_md), folder / "SKILL.md", len(entries))
     except (ExportError, OSError) as exc:
         raise CliError(str(exc)) from exc
+    which = "graduated" if args.graduated_only else "active"
     print(
-        f"exported {len(entries)} active entries from the {where} to {folder}"
+        f"exported {len(entries)} {which} entries from the {where} to {folder}"
         f" (SKILL.md, {len(files) - 1} reference files)"
     )
     if args.agents_md:
@@ -266,6 +279,12 @@ def add_playbooks(commands: Commands) -> None:
         metavar="PATH",
         default=None,
         help="insert or replace the opslake block in this AGENTS.md",
+    )
+    export.add_argument(
+        "--graduated-only",
+        action="store_true",
+        help="export only graduated entries (helpful with confidence in their holdout experiment); the "
+        "export's readers are outside the experiment, so new entries stay measurable",
     )
     aws_options(export, "lake")
     export.set_defaults(func=cmd_playbooks_export)

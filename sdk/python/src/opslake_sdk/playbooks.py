@@ -40,10 +40,19 @@ def _int(value: Any) -> int | None:
 
 @dataclass(frozen=True)
 class PlaybookEntry:
-    """One piece of advice: when ``trigger`` holds, ``do`` (or ``avoid``, see ``kind``) ``action``.
+    """One piece of advice: when ``trigger`` holds, ``do`` (or ``avoid``, see ``kind``) ``action``
+    (``instead_of``: the failing form it replaces, for an entry written from a contrast of failures
+    with successes; ``fix_kind`` says what kind of fix: column, fields, id_format, …).
 
-    Fields the server adds later land in ``extra`` rather than failing the read. Timestamps are
-    the server's ISO 8601 strings (UTC).
+    Every entry is in a holdout experiment (``experiment_stage`` ``new`` or ``graduated``): some API
+    keys are not served it, and opslake compares their failure rate (``holdout_rate``) with that of
+    the keys served it (``treatment_rate``); ``effect`` is the difference (holdout minus treatment,
+    > 0: it helps) within ``effect_low`` … ``effect_high``, and ``helpful_count`` /
+    ``harmful_count`` count its verdicts. None until measured.
+
+    ``failure_rate_before`` / ``failure_rate_after`` are no longer served (the before/after
+    comparison is gone): they stay for older code and read None. Fields the server adds later land
+    in ``extra`` rather than failing the read. Timestamps are the server's ISO 8601 strings (UTC).
     """
 
     entry_id: str
@@ -66,8 +75,18 @@ class PlaybookEntry:
     evidence_agent_count: int | None = None
     evidence_reporter_count: int | None = None
     evidence_op_ids: tuple[str, ...] = ()
-    failure_rate_before: float | None = None
-    failure_rate_after: float | None = None
+    instead_of: str | None = None
+    fix_kind: str | None = None
+    experiment_stage: str | None = None
+    helpful_count: int | None = None
+    harmful_count: int | None = None
+    treatment_rate: float | None = None
+    holdout_rate: float | None = None
+    effect: float | None = None
+    effect_low: float | None = None
+    effect_high: float | None = None
+    failure_rate_before: float | None = None  # no longer served: None (an older server's value is read)
+    failure_rate_after: float | None = None  # no longer served: None (an older server's value is read)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -84,8 +103,17 @@ class PlaybookEntry:
             log.warning("opslake: a playbook entry without entry_id, trigger or action was skipped")
             return None
         known = {f.name for f in fields(cls)}
-        floats = ("confidence", "failure_rate_before", "failure_rate_after")
-        ints = ("evidence_count", "evidence_agent_count", "evidence_reporter_count")
+        floats = (
+            "confidence", "treatment_rate", "holdout_rate", "effect", "effect_low", "effect_high",
+            "failure_rate_before", "failure_rate_after",
+        )  # fmt: skip
+        ints = (
+            "evidence_count",
+            "evidence_agent_count",
+            "evidence_reporter_count",
+            "helpful_count",
+            "harmful_count",
+        )
         values: dict[str, Any] = {}
         for name in known - {"entry_id", "trigger", "action", "extra", "evidence_op_ids", *floats, *ints}:
             values[name] = _str(raw.get(name))
