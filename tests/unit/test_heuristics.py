@@ -221,9 +221,12 @@ def test_table_and_worker_advice_name_what_they_can() -> None:
         "Table 'workerz' does not exist: call GET /tables and use only the listed tables (ops, placements, workers)"
     )
     answer = diagnose("/worker/{id}", "not_found", "no worker with id 'W99999'")
-    assert answer.agent_adjustment.startswith(
-        "Worker 'W99999' does not exist: use worker ids returned by POST /match"
+    # the advice reaches every agent: the kind of id guessed, never the id (issue 16); the cause quotes it
+    assert answer.agent_adjustment == (
+        "Guessed worker ids do not exist: use worker ids returned by POST /match or POST /sql instead of "
+        "guessing them"
     )
+    assert "'W99999'" in answer.cause
     answer = diagnose("/match", "bad_request", "missing required filter(s): role; a match needs a role")
     assert answer.agent_adjustment == "Requests to /match miss required fields (role): always send them"
 

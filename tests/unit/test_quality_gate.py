@@ -10,8 +10,8 @@ from opslake.analysis.fence import KnownNames
 from opslake.analysis.playbooks import QUALITY, generalize, quality_refusal
 
 PASS = None
-R1 = "restates"  # the action only restates its endpoint (or only names a call)
-R2 = "names no"  # nothing actionable
+R1 = "restates the endpoint"  # the action only restates its endpoint
+R2 = "names nothing actionable"
 R3 = "tied to one instance"
 EMPTY = "empty action"
 
@@ -90,6 +90,8 @@ EDGES = [
     ("t", "Avoid the call pattern that fails for other agents on /match", None, "/match", R2),
     ("t", "Be careful with /match", None, "/match", R1),
     ("t", "Add more context and try again", None, "/ask", R2),  # context is a field, but not named as one
+    ("t", "Call /match with role only and take the first worker", None, "/match", R2),  # one English name alone
+    ("t", "Call /match with role, city and state", None, "/match", PASS),  # a list of fields says what to send
     ("t", "Think harder about the question", None, "/ask", R2),
     # a request's literals: refused until generalized
     ("t", 'Call POST /match shaped like {"role":"nurse","count":{num}}', None, "/match", R3),

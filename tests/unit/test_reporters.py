@@ -201,7 +201,7 @@ def test_avoid_diagnoses_need_a_trusted_reporter() -> None:
                 "endpoint": "/sql",
                 "template": "/sql | sql_failed | Column <str> cannot be resolved",
                 "cause": "guessed columns",
-                "agent_adjustment": "Describe the table first.",
+                "agent_adjustment": "Describe the table first with GET /tables/{name}.",  # specific (issue 16 gate)
                 "avoid": True,
                 "category": "unknown_column",
                 "confidence": 0.8,

@@ -334,14 +334,17 @@ def _not_found(sig: Signature, ep: str, errors: list[str]) -> tuple[str, str, bo
         if len(ids) >= MAX_NAMES:
             break
     files = bool(_FILE_WORDS.search(" ".join([sig.template, *errors])))
+    named = _named(kind.capitalize(), ids, "does not exist", "do not exist") if kind and ids else None
+    # advice reaches every agent: it says what kind of id was guessed, never which one (an id is one
+    # instance; the cause, for analysts, quotes them)
     if files:
         what = "The file or object asked for does not exist"
     elif kind and ids:
-        what = _named(kind.capitalize(), ids, "does not exist", "do not exist")
+        what = f"Guessed {kind.lower()} ids do not exist"
     else:
         what = "The resource asked for does not exist"
     if "/worker" in ep:
-        fix = "use worker ids returned by POST /match or /sql instead of guessing them"
+        fix = "use worker ids returned by POST /match or POST /sql instead of guessing them"
     elif "/profile" in ep:
         fix = "ask only about agents that GET /stats lists for the window, or widen the window (hours)"
     elif files:
@@ -350,7 +353,7 @@ def _not_found(sig: Signature, ep: str, errors: list[str]) -> tuple[str, str, bo
         fix = (
             "use ids returned by an earlier call (a list or search) instead of guessing or constructing them"
         )
-    cause = f"Calls to {ep} ask for something that does not exist; the ids look guessed. {what}."
+    cause = f"Calls to {ep} ask for something that does not exist; the ids look guessed. {named or what}."
     return cause, f"{what}: {fix}", True
 
 

@@ -24,13 +24,19 @@ fence) stays served and is reported at every run; approving a refused entry take
 ``override_fence``, recorded on the entry (``fence_override_reason``).
 """
 
+from opslake.analysis.playbooks.contrast import CallShape, Fix, contrast_groups, parse_call
+from opslake.analysis.playbooks.contrast_sql import contrast_samples_sql, signature_of_failure
 from opslake.analysis.playbooks.drafting import (
     HEURISTIC,
     AskLlm,
     DistilledCandidate,
+    Drafts,
     distill,
+    distill_groups,
     domain_of,
+    generalized,
     heuristic_draft,
+    names_fix,
     playbook_prompt,
 )
 from opslake.analysis.playbooks.evidence_sql import (
@@ -58,12 +64,13 @@ from opslake.analysis.playbooks.merging import (
     MergeResult,
     Rejection,
     entry_id_for,
+    ever_served,
     find_duplicate,
     merge_candidates,
     rejection_reason,
     similarity,
 )
-from opslake.analysis.playbooks.quality import QUALITY, quality_refusal
+from opslake.analysis.playbooks.quality import QUALITY, quality_label, quality_refusal
 
 __all__ = [
     "GENERALIZED_FORMS",
@@ -71,9 +78,12 @@ __all__ = [
     "IGNORED_ENDPOINTS",
     "QUALITY",
     "AskLlm",
+    "CallShape",
     "CandidateGroup",
     "DistilledCandidate",
+    "Drafts",
     "EntryNotFoundError",
+    "Fix",
     "GroupTally",
     "LogRow",
     "MergeResult",
@@ -83,22 +93,31 @@ __all__ = [
     "SuccessRow",
     "approve",
     "candidate_groups",
+    "contrast_groups",
+    "contrast_samples_sql",
     "distill",
+    "distill_groups",
     "domain_of",
     "entry_id_for",
+    "ever_served",
     "find_duplicate",
     "generalize",
+    "generalized",
     "groups_from_tallies",
     "heuristic_draft",
     "instance_values",
     "lesson_key",
     "log_tallies_sql",
     "merge_candidates",
+    "names_fix",
+    "parse_call",
     "playbook_prompt",
+    "quality_label",
     "quality_refusal",
     "rejection_reason",
     "retire",
     "review",
+    "signature_of_failure",
     "similarity",
     "snapshot",
     "success_tallies_sql",

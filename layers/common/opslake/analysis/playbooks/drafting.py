@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,12 +32,14 @@ from opslake.analysis.fence import (
     lesson_refusal,
     prompt_text,
 )
+from opslake.analysis.playbooks.generalize import generalize
 from opslake.analysis.playbooks.grouping import CandidateGroup
 from opslake.analysis.sanitize import sanitize_entry_text
 from opslake.models.playbooks import (
     MAX_ACTION_CHARS,
     MAX_DRAFT_EXCERPTS,
     MAX_EXCERPT_CHARS,
+    MAX_INSTEAD_OF_CHARS,
     MAX_TRIGGER_CHARS,
     EntryDraft,
 )
@@ -134,9 +136,13 @@ def _first_fenced(texts: Sequence[str], limit: int, known: KnownNames, *, ground
     return None
 
 
-def _trigger_action(group: CandidateGroup, known: KnownNames) -> tuple[str, str]:
+def _trigger_action(group: CandidateGroup, known: KnownNames) -> tuple[str, str | None]:
+    """(trigger, action) of the heuristic's draft; the action is None when the evidence gives
+    nothing specific to say (no "Call X as other agents did": that restates the endpoint)."""
     task_class = group.task_class if group.task_class and label_refusal(group.task_class) is None else None
     subject = task_class or domain_of(group.endpoint, task_class)
+    if group.source == "contrast":
+        return group.fix_when or f"{subject} task using {group.endpoint}", group.fix_action
     if group.source == "diagnosis" and group.diagnosis is not None:
         category = group.diagnosis.category.replace("_", " ")
         trigger = f"{group.endpoint} call that risks {category}"
@@ -146,7 +152,7 @@ def _trigger_action(group: CandidateGroup, known: KnownNames) -> tuple[str, str]
         # the approach most agents reported that passes the fence (each as it arrived)
         approach = _first_fenced(group.approaches, MAX_ACTION_CHARS - 7, known, grounded=True)
         if approach is None:
-            return operation, _fallback_action(group)
+            return operation, None
         return operation, f"Avoid: {approach}" if group.kind == "avoid" else approach
     if group.endpoint == "/sql":
         # only tables the catalog knows are named (agent SQL may name anything)
@@ -167,44 +173,69 @@ def _trigger_action(group: CandidateGroup, known: KnownNames) -> tuple[str, str]
     trigger = f"{subject} task using {group.endpoint}"
     # a shape is a request's keys and body (JSON); other text is the agent's words, not a shape
     if not shape or (method not in _HTTP_METHODS and not shape.startswith(("{", "["))):
-        return trigger, f"Call {call} as other agents did"
+        return trigger, None
     action = f"Call {call} shaped like {shape}"
     # the template is agent text too: it passes the fence whole, like an approach, or is not shown
     if _LOCATION_PLACEHOLDER.search(group.template) or lesson_refusal(action, known, grounded=True):
-        return trigger, _fallback_action(group)
+        return trigger, None
     return trigger, action
 
 
-def _fallback_action(group: CandidateGroup) -> str:
-    """The action made of validated parts only, for when the evidence's own words fail the fence."""
-    if group.kind == "avoid":
-        return f"Avoid the call pattern that fails for other agents on {group.endpoint}"
-    return f"Call {group.endpoint} as other agents did"
-
-
-def heuristic_draft(group: CandidateGroup, known: KnownNames | None = None) -> EntryDraft:
-    """A draft from the group alone (always valid). Its trigger and action passed the lesson fence
-    as they arrived, or are sentences of validated parts; a hostile endpoint still shows in them,
-    and the merge refuses those."""
+def heuristic_draft(group: CandidateGroup, known: KnownNames | None = None) -> EntryDraft | None:
+    """A draft from the group alone, or None when the group gives nothing specific to say (no call
+    shape, no approach that passes the fence). Its trigger and action passed the lesson fence as
+    they arrived, or are sentences of validated parts (a contrast's fix; a hostile endpoint still
+    shows in them, and the merge refuses those)."""
     known = known_for(group, known)
     trigger, action = _trigger_action(group, known)
+    if action is None:
+        return None
     excerpts = [e for e in (sanitize_entry_text(x, MAX_EXCERPT_CHARS) for x in group.excerpts) if e]
     domain = domain_of(group.endpoint, group.task_class)
     if label_refusal(domain):
         domain = "general"
+    # an agent's or model's lesson must name a validated part; a diagnosis' advice is the
+    # diagnoser's (heuristic, or a model answer the fence already passed) and a contrast's fix is
+    # made of validated names and numbers
+    served, _ = fenced(
+        action, MAX_ACTION_CHARS, known, grounded=group.source not in ("diagnosis", "contrast")
+    )
+    if not served:
+        return None
     return EntryDraft(
         trigger=_served(trigger, MAX_TRIGGER_CHARS, f"{domain} task using {group.endpoint}", known),
-        # an agent's or model's lesson must name a validated part; a diagnosis' advice is the
-        # diagnoser's (heuristic, or a model answer the fence already passed)
-        action=_served(
-            action, MAX_ACTION_CHARS, _fallback_action(group), known, grounded=group.source != "diagnosis"
-        ),
+        action=served,
         kind=group.kind,
         confidence=_heuristic_confidence(group),
+        instead_of=_fenced_instead_of(group.instead_of, known),
         domain=domain,
         scope="project",
         evidence_excerpts=excerpts[:MAX_DRAFT_EXCERPTS] or [group.group_key[:MAX_EXCERPT_CHARS]],
     )
+
+
+def _fenced_instead_of(text: str | None, known: KnownNames) -> str | None:
+    """A contrast's "instead of" as served (it quotes wrong names agents wrote), or None if refused."""
+    if not text:
+        return None
+    served, _ = fenced(text, MAX_INSTEAD_OF_CHARS, known)
+    return served or None
+
+
+def names_fix(action: str, name: str) -> bool:
+    """Whether ``action`` names one fix name (``city|state``: any of them; a pattern ``^W[0-9]{5}$``:
+    itself without its anchors; ``count(*)``: ``count(``), whole words, case aside."""
+    text = action.casefold()
+    for option in name.split("|"):
+        core = option.strip("^$").casefold()
+        core = core.removesuffix("(*)").removesuffix("()")
+        if not core:
+            continue
+        if core[-1:].isalnum() and re.search(rf"(?<![\w.]){re.escape(core)}(?![\w])", text):
+            return True
+        if not core[-1:].isalnum() and core in text:
+            return True
+    return False
 
 
 # ---- LLM distiller ------------------------------------------------------------------------------
@@ -258,6 +289,9 @@ def _validated_llm_draft(
         return None
     if draft.kind != group.kind:
         return None
+    # a contrast's fix is its names: a model's wording must carry every one of them
+    if group.fix_kind is not None and not all(names_fix(draft.action, n) for n in group.fix_names):
+        return None
     known = known_for(group, known)
     trigger, _ = fenced(draft.trigger, MAX_TRIGGER_CHARS, known)
     action, _ = fenced(draft.action, MAX_ACTION_CHARS, known, grounded=True)
@@ -266,10 +300,12 @@ def _validated_llm_draft(
     excerpts = [e for e in (sanitize_entry_text(x, MAX_EXCERPT_CHARS) for x in draft.evidence_excerpts) if e]
     if not trigger or not action or not excerpts:
         return None
+    instead_of = draft.instead_of or group.instead_of
     return draft.model_copy(
         update={
             "trigger": trigger,
             "action": action,
+            "instead_of": _fenced_instead_of(instead_of, known),
             "evidence_excerpts": excerpts,
             "confidence": min(draft.confidence, MAX_NEW_CONFIDENCE),
         }
@@ -282,13 +318,15 @@ def distill(
     *,
     model: str = "llm",
     known: KnownNames | None = None,
-) -> tuple[EntryDraft, str]:
-    """The group as a draft, and who produced it (``model`` or ``"heuristic"``).
+) -> tuple[EntryDraft | None, str]:
+    """The group as a draft, and who produced it (``model`` or ``"heuristic"``); None when neither
+    has anything specific to say.
 
     The model's answer must validate as :class:`EntryDraft`, keep the group's kind and pass the
-    lesson fence; anything else (including an exception from ``ask_llm``) falls back to
-    :func:`heuristic_draft`. ``known``: the validated parts (default: routes, catalog, fields,
-    error codes; a caller with the live catalog may pass more).
+    lesson fence (a contrast group's: name every one of its ``fix_names``); anything else
+    (including an exception from ``ask_llm``) falls back to :func:`heuristic_draft`. ``known``:
+    the validated parts (default: routes, catalog, fields, error codes; a caller with the live
+    catalog may pass more).
     """
     if ask_llm is not None:
         try:
@@ -300,3 +338,60 @@ def distill(
             if draft is not None:
                 return draft, model
     return heuristic_draft(group, known), HEURISTIC
+
+
+# ---- a run's drafts -------------------------------------------------------------------------------
+@dataclass
+class Drafts:
+    """What :func:`distill_groups` made of a run's groups: the candidates to merge, and the groups
+    left undrafted (for the run's report): with nothing specific to say, or a diagnosis whose
+    signature a contrast of the same run fixed more specifically."""
+
+    candidates: list[DistilledCandidate] = field(default_factory=list)
+    nothing_specific: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    distilled_by_model: int = 0
+
+
+def generalized(draft: EntryDraft) -> EntryDraft:
+    """The draft with the values of one instance replaced (:func:`~.generalize.generalize`: ids,
+    cities, roles, a request's literals); a text that would outgrow its limit stays as it was (the
+    quality gate then refuses it as tied to one instance)."""
+    update: dict[str, str] = {}
+    for name, limit in (
+        ("trigger", MAX_TRIGGER_CHARS),
+        ("action", MAX_ACTION_CHARS),
+        ("instead_of", MAX_INSTEAD_OF_CHARS),
+    ):
+        text = getattr(draft, name)
+        if not text:
+            continue
+        general, replaced = generalize(text)
+        if replaced and len(general) <= limit:
+            update[name] = general
+    return draft.model_copy(update=update) if update else draft
+
+
+def distill_groups(
+    groups: Sequence[CandidateGroup],
+    ask_llm: AskLlm | None = None,
+    *,
+    model: str = "llm",
+    known: KnownNames | None = None,
+) -> Drafts:
+    """Every group of a run as a generalized draft (:func:`distill`, then :func:`generalized`),
+    except a group with nothing specific to say and a diagnosis whose signature got a contrast fix
+    in the same run (the fix says what the diagnosis could only say generally)."""
+    fixed = {g.signature_id for g in groups if g.source == "contrast" and g.signature_id}
+    out = Drafts()
+    for group in groups:
+        if group.source == "diagnosis" and group.signature_id in fixed:
+            out.superseded.append(group.group_key)
+            continue
+        draft, by = distill(group, ask_llm, model=model, known=known)
+        if draft is None:
+            out.nothing_specific.append(group.group_key)
+            continue
+        out.candidates.append(DistilledCandidate(group, generalized(draft), by))
+        out.distilled_by_model += int(by != HEURISTIC)
+    return out

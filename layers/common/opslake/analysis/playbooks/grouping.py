@@ -27,6 +27,7 @@ from pydantic import model_validator
 
 from opslake.analysis.fence import compatible
 from opslake.analysis.masking import input_template, normalize
+from opslake.analysis.playbooks.generalize import generalize
 from opslake.analysis.reporters import RUNTIME_MAX_REPORTERS, ReporterTrust, cap_witnesses
 from opslake.models.analysis import Diagnosis
 from opslake.models.ops import OpRow
@@ -41,7 +42,9 @@ from opslake.models.playbooks import (
 )
 
 # Routes about opslake itself: calling them successfully teaches nothing about the task.
-IGNORED_ENDPOINTS = frozenset({"/log", "/playbooks", "/health", "/stats", "/events", "/model"})
+IGNORED_ENDPOINTS = frozenset(
+    {"/log", "/playbooks", "/health", "/stats", "/events", "/model", "playbook:followed"}
+)  # playbook:followed: an agent's report of the entries it followed (opslake_sdk report_followed)
 
 
 # ---- inputs -------------------------------------------------------------------------------------
@@ -160,6 +163,7 @@ class CandidateGroup:
     fix_names: tuple[str, ...] = ()
     instead_of: str | None = None
     fix_action: str | None = None  # the canonical "do" text of the fix
+    fix_when: str | None = None  # when the fix applies (the entry's trigger)
 
 
 # ---- call shapes --------------------------------------------------------------------------------
@@ -319,10 +323,20 @@ def tally_successes(successes: Iterable[SuccessRow], trust: ReporterTrust | None
     return tallies
 
 
+def log_operation(operation: str) -> str:
+    """A ``/log`` operation as it is grouped and shown: generalized (:func:`~.generalize.generalize`:
+    "staff job: assembler in Tucson, AZ" → "staff job: {role} in {city}, {state}"), so one lesson
+    about many cities is one group; an operation naming no instance is kept as written."""
+    general, replaced = generalize(operation)
+    return general if replaced else operation
+
+
 def log_group_key(log: LogRow) -> str | None:
-    """A ``/log`` record's group: (endpoint, task class, do/avoid, normalized operation); None for
-    a record without an operation."""
-    operation = normalize(log.operation)
+    """A ``/log`` record's group: (endpoint, task class, do/avoid, normalized generalized
+    operation); None for a record without an operation. (The engine's tally,
+    :func:`~.evidence_sql.log_tallies_sql`, still groups by the literal operation: its groups of
+    one lesson in several cities are drafted alike and merged as near-duplicates.)"""
+    operation = normalize(log_operation(log.operation))
     if not operation:
         return None
     return group_key("log", log.endpoint, log.task_class, _log_kind(log), short_hash(ascii_lower(operation)))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from opslake.analysis.fence import default_known, label_refusal, lesson_refusal, served_fields_refusal
+from opslake.analysis.playbooks.quality import quality_refusal
 from opslake.analysis.reporters import ReporterTrust
 from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
 from opslake.observability import logger
@@ -33,9 +34,10 @@ class Review:
 
 
 def fence_refusal(entry: PlaybookEntry) -> str | None:
-    """Why the lesson fence refuses ``entry``'s served text as it is stored (its endpoint and task
-    class, trigger and action), else ``None``. Run whenever an entry may become or stay active:
-    entries stored before a fence (or before this version of it) are checked like new ones."""
+    """Why the lesson fence or the quality gate refuses ``entry``'s served text as it is stored (its
+    endpoint and task class, trigger, action and instead-of), else ``None``. Run whenever an entry
+    may become or stay active: entries stored before a fence or gate (or before this version of
+    them) are checked like new ones. The gate's reasons start with ``"quality: "``."""
     endpoint = entry.endpoint
     if endpoint is not None:
         reason = served_fields_refusal(endpoint, entry.task_class)
@@ -47,11 +49,15 @@ def fence_refusal(entry: PlaybookEntry) -> str | None:
     if endpoint is not None:
         parts = [p for p in re.split(r"[/:]", endpoint) if p and not p.startswith("{")]
         known = known.extended([endpoint], parts)
-    for name, text in (("trigger", entry.trigger), ("action", entry.action)):
-        reason = lesson_refusal(text, known)
+    for name, text in (
+        ("trigger", entry.trigger),
+        ("action", entry.action),
+        ("instead of", entry.instead_of),
+    ):
+        reason = lesson_refusal(text, known) if text is not None else None
         if reason:
             return f"{name}: {reason}"
-    return None
+    return quality_refusal(entry.trigger, entry.action, entry.instead_of, endpoint, entry.task_class)
 
 
 def review(
@@ -108,7 +114,9 @@ def review(
         out.entries.append(entry.model_copy(update=update) if update else entry)
     unapproved = [r for r in out.refused if r not in out.approved_refused]
     if unapproved:
-        logger.warning("playbook entries refused by the lesson fence", entries=unapproved[:20])
+        logger.warning(
+            "playbook entries refused by the lesson fence or the quality gate", entries=unapproved[:20]
+        )
     for line in out.approved_refused[:20]:
         logger.warning(f"approved entry the fence refuses: {line}")
     return out

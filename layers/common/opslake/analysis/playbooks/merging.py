@@ -24,6 +24,7 @@ from opslake.analysis.fence import (
 )
 from opslake.analysis.playbooks.drafting import DistilledCandidate, known_for
 from opslake.analysis.playbooks.grouping import lesson_key
+from opslake.analysis.playbooks.quality import quality_refusal
 from opslake.analysis.reporters import ReporterTrust, cap_witnesses
 from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, PlaybookEntry
 
@@ -70,10 +71,18 @@ def similarity(a: str, b: str) -> float:
     return len(ta & tb) / len(ta | tb)
 
 
+def _same_fix(entry: PlaybookEntry, fix_kind: str | None, fix_names: Sequence[str]) -> bool:
+    """Whether an entry carries this contrast fix (both none: plain entries, compared by text)."""
+    return entry.fix_kind == fix_kind and (fix_kind is None or sorted(entry.fix_names) == sorted(fix_names))
+
+
 def find_duplicate(entries: Sequence[PlaybookEntry], candidate: DistilledCandidate) -> PlaybookEntry | None:
     """The entry ``candidate`` says the same as: same ``group_key``; else same endpoint and kind
-    with trigger+action at least :data:`SIMILARITY_THRESHOLD` similar (the most similar wins)."""
-    key = candidate.group.group_key
+    with trigger+action at least :data:`SIMILARITY_THRESHOLD` similar (the most similar wins). A
+    contrast fix is the same only as an entry with the same fix (kind and names): "Use the column
+    rating of workers" and "… hourly_rate of workers" read alike and are two entries."""
+    group = candidate.group
+    key = group.group_key
     for entry in entries:
         if entry.group_key == key or entry.entry_id == entry_id_for(key):
             return entry
@@ -81,7 +90,13 @@ def find_duplicate(entries: Sequence[PlaybookEntry], candidate: DistilledCandida
     best: tuple[float, str] | None = None
     found: PlaybookEntry | None = None
     for entry in entries:
-        if entry.endpoint != candidate.group.endpoint or entry.kind != candidate.draft.kind:
+        if entry.endpoint != group.endpoint or entry.kind != candidate.draft.kind:
+            continue
+        if not _same_fix(entry, group.fix_kind, group.fix_names):
+            continue
+        if group.fix_kind is not None:  # the same fix for the same readers, found again under another key
+            if entry.task_class == group.task_class:
+                return entry
             continue
         score = similarity(text, f"{entry.trigger} {entry.action}")
         if score >= SIMILARITY_THRESHOLD and (best is None or (score, entry.entry_id) > best):
@@ -120,6 +135,14 @@ def _same_text(a: str, b: str) -> bool:
     return lesson_key(a) == lesson_key(b)
 
 
+def ever_served(entry: PlaybookEntry) -> bool:
+    """Whether an entry's text was ever served (active now, approved, or with an experiment begun):
+    such a text is immutable; a better one is a new entry with its own experiment."""
+    return (
+        entry.status == "active" or entry.approved_at is not None or entry.experiment_started_at is not None
+    )
+
+
 def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str | None:
     """Why a distilled candidate must never become (or update) an entry."""
     group, draft = candidate.group, candidate.draft
@@ -128,15 +151,21 @@ def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str |
     reason = served_fields_refusal(group.endpoint, group.task_class)  # claims served as fields
     if reason:
         return reason
-    for name, text in (("trigger", draft.trigger), ("action", draft.action)):
-        reason = lesson_refusal(text, known_for(group))  # the group's own endpoint is a validated part
+    known = known_for(group)  # the group's own endpoint is a validated part
+    for name, text in (
+        ("trigger", draft.trigger),
+        ("action", draft.action),
+        ("instead of", draft.instead_of),
+    ):
+        reason = lesson_refusal(text, known) if text is not None else None
         if reason:
             return f"{name}: {reason}"
     for text in (*draft.evidence_excerpts, *group.excerpts, *group.approaches, group.operation or ""):
         reason = instruction_refusal(text)
         if reason:
             return f"evidence: {reason}"
-    return None
+    # safe, but is it advice? (heuristic and model text alike; reasons start with "quality: ")
+    return quality_refusal(draft.trigger, draft.action, draft.instead_of, group.endpoint, group.task_class)
 
 
 def merge_candidates(
@@ -185,13 +214,14 @@ def merge_candidates(
             text: dict[str, object] = {}
             if same_text:
                 reporters = cap_witnesses([*duplicate.evidence_reporters, *support])
-            elif duplicate.approved_at is None and trust.count(support) > trust.count(
+            elif not ever_served(duplicate) and trust.count(support) > trust.count(
                 duplicate.evidence_reporters
             ):
                 reporters = list(support[-MAX_TRACKED_AGENTS:])
                 text = {
                     "trigger": draft.trigger,
                     "action": draft.action,
+                    "instead_of": draft.instead_of,
                     "distilled_by": candidate.distilled_by,
                 }
             else:
@@ -230,6 +260,7 @@ def merge_candidates(
             evidence_agents=list(group.agents), evidence_agent_count=group.agent_count,
             evidence_reporters=reporters, evidence_reporter_count=trust.count(reporters), status=status,
             created_at=now, updated_at=now, published_at=now if status == "active" else None,
+            instead_of=draft.instead_of, fix_kind=group.fix_kind, fix_names=list(group.fix_names),
         )  # fmt: skip
         result.created.append(entry_id)
     result.entries = sorted(entries.values(), key=lambda e: e.entry_id)

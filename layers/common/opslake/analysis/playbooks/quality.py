@@ -11,7 +11,8 @@ casefolded, look-alike letters read as the ASCII they imitate), so case and Unic
   left: "Call GET /worker/{id} as other agents did", "Use /sql";
 - **R2 nothing actionable**: the action names no specific: a catalog table or column or a request
   field (an English word among them — role, city — only beside a word saying what it is: field, column,
-  body …), a route other than the entry's endpoint or a route's concrete value, an id form or pattern,
+  body …, or beside another such name: "role, city and state"), a route other than the entry's
+  endpoint or a route's concrete value, an id form or pattern,
   a number with a unit, an SQL aggregate or clause, or a JSON encoder;
 - **R3 one instance**: the trigger, action or instead-of still holds a value of one instance
   (:func:`~.generalize.instance_values`: a worker id, a city, a request's literal).
@@ -39,6 +40,12 @@ from opslake.analysis.fence import (
 from opslake.analysis.playbooks.generalize import GENERALIZED_FORMS, instance_values
 
 QUALITY = "quality: "
+#: The labels a refusal's reason starts with after :data:`QUALITY` (:func:`quality_label`).
+EMPTY = "empty action"
+TOO_LONG = "too long"
+RESTATES = "restates the endpoint"
+NOTHING_ACTIONABLE = "names nothing actionable"
+ONE_INSTANCE = "tied to one instance"
 
 #: Words that carry no advice once the endpoint is gone (the plan's list, and their inflections).
 FILLER = frozenset((
@@ -98,24 +105,36 @@ def quality_refusal(
     ``known``: the validated names (default: the fence's catalog, fields, routes and error codes)."""
     del task_class  # a task class is a label, never advice; kept for the contract's shape
     if not action or not action.strip():
-        return QUALITY + "empty action"
+        return QUALITY + EMPTY
     if max(len(trigger), len(action), len(instead_of or "")) > MAX_CHECKED_CHARS:
-        return QUALITY + f"longer than {MAX_CHECKED_CHARS} characters"
+        return QUALITY + f"{TOO_LONG}: longer than {MAX_CHECKED_CHARS} characters"
     names = known or default_known()
     own = skeleton(endpoint).strip() if endpoint else None
     form = _without_generalized(skeleton(action))
     content, routes, values = _content(form, own, names)
     if not content:
         if own and (own in routes or not routes):
-            return QUALITY + f"the action only restates its endpoint ({endpoint})"
-        return QUALITY + "the action only names a call, nothing to do differently"
+            return QUALITY + f"{RESTATES}: the action only restates its endpoint ({endpoint})"
+        return QUALITY + f"{NOTHING_ACTIONABLE}: the action only names a call, nothing to do differently"
     if not _names_a_specific(action, content, routes, values, own, names):
-        return QUALITY + "the action names no column, table, field, route, id form, limit or SQL clause"
+        return (
+            QUALITY
+            + f"{NOTHING_ACTIONABLE}: the action names no column, table, field, route, id form, limit "
+            "or SQL clause"
+        )
     for label, text in (("trigger", trigger), ("action", action), ("instead of", instead_of or "")):
         found = instance_values(text) if text else []
         if found:
-            return QUALITY + f"the {label} is tied to one instance ({found[0].kind} {found[0].value!r})"
+            return QUALITY + f"{ONE_INSTANCE}: the {label} holds {found[0].kind} {found[0].value!r}"
     return None
+
+
+def quality_label(reason: str) -> str | None:
+    """The short stable label of a gate refusal (what a report counts refusals by: "restates the
+    endpoint", "names nothing actionable", "tied to one instance" …), else None (not the gate's)."""
+    if not reason.startswith(QUALITY):
+        return None
+    return reason[len(QUALITY) :].partition(":")[0].strip()
 
 
 def _without_generalized(form: str) -> str:
@@ -178,12 +197,10 @@ def _names_a_specific(
         return True  # a request's field shown as a JSON key
     vocabulary = english_words()
     context = any(w in _NAME_CONTEXT for w in content)
-    for word in content:
-        if word in _NAME_CONTEXT or word in PLACEHOLDERS or not names.knows(word):
-            continue
-        if context or word not in vocabulary:
-            return True
-    return False
+    named = {w for w in content if w not in _NAME_CONTEXT and w not in PLACEHOLDERS and names.knows(w)}
+    if len(named) >= 2:
+        return True  # a list of names ("role, city and state") says what to send, context or not
+    return any(context or word not in vocabulary for word in named)
 
 
 def _same_route(path: str, own: str | None) -> bool:

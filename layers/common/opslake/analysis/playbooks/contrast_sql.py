@@ -1,0 +1,119 @@
+"""The contrast's samples, picked by the engine: for each repeated failure signature, its newest
+failing ops beside the newest successful ops of the same endpoint and task class, one row per op.
+
+:func:`contrast_samples_sql` (Athena SQL; the embedded engine runs it on DuckDB through the
+dialect layer) is what :func:`~.contrast.contrast_groups` reads. Rows are bounded by groups, not by
+ops: at most :data:`MAX_CONTRAST_GROUPS` failure groups, :data:`FAILURES_PER_GROUP` failing ops
+each and :data:`SUCCESSES_PER_CLASS` successes per (endpoint, task class) among them.
+
+A failure the runtime reported about a tool's answer (``result_truncated``: its input is the
+question the agent was answering, not a request) carries ``linked_input``: the input of the latest
+gateway op on the same endpoint, key and session at or before it, i.e. the call the runtime judged.
+Every sampled op carries ``earlier_ok``: the calls ("METHOD endpoint") that answered the same key's
+session successfully before it (where the ids an agent used came from).
+"""
+
+from __future__ import annotations
+
+from opslake.analysis.masking import signature_id_sql, template_sql
+from opslake.analysis.playbooks.grouping import IGNORED_ENDPOINTS
+from opslake.analysis.reporters import ReporterTrust
+from opslake.models.window import Window
+from opslake.query.sqltext import sql_string_list, window_predicate
+
+MAX_CONTRAST_GROUPS = 50  # failure groups (endpoint, task class, signature), the most failures first
+FAILURES_PER_GROUP = 20
+SUCCESSES_PER_CLASS = 50
+MAX_ERROR_CHARS = 500
+MAX_INPUT_CHARS = 2000
+#: The span attribute of a model call's prompt size (OpenTelemetry GenAI semantic conventions).
+INPUT_TOKENS_ATTRIBUTE = "gen_ai.usage.input_tokens"
+#: Records that are no call of their own: an agent's /log report, the runtime's retry, an overseer's correction.
+NOT_CALLS = ("log", "rescue", "correction")
+
+
+def signature_of_failure(alias: str = "") -> str:
+    """A failed op's signature computed from the op itself as the analyzer computes it (masking in
+    SQL): no join with ``failures``, and a failure the analyzer has not seen yet has one already."""
+    p = f"{alias}." if alias else ""
+    template = template_sql(f"{p}endpoint", f"{p}error_type", f"{p}error")
+    return f"CASE WHEN NOT {p}success THEN {signature_id_sql(template)} END"
+
+
+def contrast_samples_sql(
+    table: str, window: Window, trust: ReporterTrust, *, min_failures: int, min_agents: int
+) -> str:
+    """One row per sampled op (column ``side``: ``failure`` or ``success``) of the window's failure
+    groups with at least ``min_failures`` failures from ``min_agents`` claimed agents.
+
+    * failing side: (endpoint, task class, signature) groups of the ops of keys ``trust`` counts,
+      without /log records, retries, corrections and opslake's own routes; the newest
+      :data:`FAILURES_PER_GROUP` of each group;
+    * successful side: the newest :data:`SUCCESSES_PER_CLASS` successful gateway ops of each
+      (endpoint, task class) above, without answers cut at a row limit (``… (truncated)``); for an
+      endpoint that is no route (``runtime:model_call``) the runtime's successful ops, retries
+      included (the retry with a smaller prompt is the success there).
+
+    Columns: side, endpoint, task_class, signature_id, failures, op_id, ts, agent_id, reporter_id,
+    session_id, source, error_type, error (first 500 characters), input_summary (first 2000),
+    linked_input, linked_op_id, earlier_ok (comma-separated "METHOD endpoint"), input_tokens.
+    """
+    calls = f"""{window_predicate(window)} AND {trust.sql_predicate("reporter_id")}
+    AND endpoint NOT IN ({sql_string_list(IGNORED_ENDPOINTS)})"""
+    not_calls = sql_string_list(NOT_CALLS)
+    return f"""WITH base AS (
+  SELECT op_id, ts, agent_id, reporter_id, session_id, endpoint, coalesce(task_class, '') AS task_class, success,
+         source, coalesce(event_kind, '') AS event_kind, error_type, substr(error, 1, {MAX_ERROR_CHARS}) AS error,
+         substr(input_summary, 1, {MAX_INPUT_CHARS}) AS input_summary, coalesce(output_summary, '') AS output_summary,
+         element_at(attributes, '{INPUT_TOKENS_ATTRIBUTE}') AS input_tokens
+  FROM {table}
+  WHERE {calls} AND coalesce(source, '') <> 'overseer_correction'
+), f AS (
+  SELECT *, {signature_of_failure()} AS signature_id
+  FROM base
+  WHERE NOT success AND event_kind NOT IN ({not_calls})
+), fg AS (
+  SELECT endpoint, task_class, signature_id, count(*) AS failures,
+         row_number() OVER (ORDER BY count(*) DESC, endpoint, task_class, signature_id) AS group_rank
+  FROM f
+  GROUP BY endpoint, task_class, signature_id
+  HAVING count(*) >= {int(min_failures)} AND count(DISTINCT agent_id) >= {int(min_agents)}
+), fs AS (
+  SELECT f.*, fg.failures,
+         row_number() OVER (PARTITION BY f.endpoint, f.task_class, f.signature_id ORDER BY f.ts DESC, f.op_id) AS pick
+  FROM f JOIN fg ON f.endpoint = fg.endpoint AND f.task_class = fg.task_class AND f.signature_id = fg.signature_id
+  WHERE fg.group_rank <= {MAX_CONTRAST_GROUPS}
+), classes AS (
+  SELECT DISTINCT endpoint, task_class FROM fg WHERE group_rank <= {MAX_CONTRAST_GROUPS}
+), ss AS (
+  SELECT b.*, CAST(NULL AS varchar) AS signature_id, CAST(NULL AS bigint) AS failures,
+         row_number() OVER (PARTITION BY b.endpoint, b.task_class ORDER BY b.ts DESC, b.op_id) AS pick
+  FROM base b JOIN classes c ON b.endpoint = c.endpoint AND b.task_class = c.task_class
+  WHERE b.success AND b.output_summary NOT LIKE '% (truncated)'
+    AND (b.source = 'gateway' OR (substr(b.endpoint, 1, 1) <> '/' AND b.event_kind NOT IN ('log', 'correction')))
+), sampled AS (
+  SELECT 'failure' AS side, op_id, ts, agent_id, reporter_id, session_id, endpoint, task_class, source, error_type,
+         error, input_summary, input_tokens, signature_id, failures
+  FROM fs WHERE pick <= {FAILURES_PER_GROUP}
+  UNION ALL
+  SELECT 'success' AS side, op_id, ts, agent_id, reporter_id, session_id, endpoint, task_class, source, error_type,
+         error, input_summary, input_tokens, signature_id, failures
+  FROM ss WHERE pick <= {SUCCESSES_PER_CLASS}
+), history AS (
+  SELECT s.side, s.op_id, s.reporter_id,
+         max_by(g.input_summary, ROW(g.ts, g.op_id)) FILTER (WHERE g.endpoint = s.endpoint) AS linked_input,
+         max_by(g.op_id, ROW(g.ts, g.op_id)) FILTER (WHERE g.endpoint = s.endpoint) AS linked_op_id,
+         array_join(array_sort(array_agg(DISTINCT split_part(g.input_summary, ' ', 1) || ' ' || g.endpoint)
+           FILTER (WHERE g.success AND g.ts < s.ts)), ',') AS earlier_ok
+  FROM sampled s JOIN base g
+    ON g.reporter_id = s.reporter_id AND g.session_id = s.session_id AND g.source = 'gateway'
+       AND g.ts <= s.ts AND g.op_id <> s.op_id
+  GROUP BY s.side, s.op_id, s.reporter_id
+)
+SELECT s.side, s.endpoint, nullif(s.task_class, '') AS task_class, s.signature_id, s.failures, s.op_id, s.ts,
+       s.agent_id, s.reporter_id, s.session_id, s.source, s.error_type, s.error, s.input_summary,
+       CASE WHEN s.side = 'failure' AND s.source <> 'gateway' THEN h.linked_input END AS linked_input,
+       CASE WHEN s.side = 'failure' AND s.source <> 'gateway' THEN h.linked_op_id END AS linked_op_id,
+       coalesce(h.earlier_ok, '') AS earlier_ok, s.input_tokens
+FROM sampled s LEFT JOIN history h ON h.side = s.side AND h.op_id = s.op_id AND h.reporter_id = s.reporter_id
+ORDER BY s.endpoint, s.task_class, s.side, s.signature_id, s.ts DESC, s.op_id"""
