@@ -170,3 +170,35 @@ def test_a_secret_in_the_session_header_keeps_sessions_apart_and_is_counted(
     assert all(s is not None and s.startswith("redacted-") for s in sessions)
     assert not any(secret in m for secret in secrets_ for m in queue.messages)
     assert counted.count("IdsRedacted") == 3
+
+
+def test_a_route_decides_by_the_very_name_its_record_carries() -> None:
+    """caller_name (the playbook holdout arms hash it): resolved once per call and reused by the record,
+    even when the key-name lookup fails on the route's try and would succeed on the record's."""
+    from opslake.ingest.observe import caller_name
+
+    answers = iter([RuntimeError("GetApiKey throttled"), "agent-7", "agent-7"])
+
+    def lookup(key_id: str) -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    queue = MemoryQueue()
+    resolver = KeyNameResolver(lookup)  # the container's one resolver: it caches names, not failures
+    app = observe(create_resolver(), Observer(lambda: queue, lambda: resolver))
+    seen: list[str] = []
+
+    @app.post("/tool")
+    def tool() -> dict:
+        seen.extend([caller_name(app), caller_name(app)])
+        return {}
+
+    call(app, {})
+    assert seen == ["key-123", "key-123"] and only_record(queue).reporter_id == "key-123"
+    call(app, {})  # the next call: the lookup works, the route and the record say the name
+    assert (
+        seen[2:] == ["agent-7", "agent-7"]
+        and QueuedOp.model_validate_json(queue.messages[1]).reporter_id == "agent-7"
+    )

@@ -270,6 +270,27 @@ def test_sources_follow_the_sql_allowlist() -> None:
     assert [r.source for r in answer.results] == ["playbooks/entry_id=pb-tig"]  # not the retired one
 
 
+def test_a_readers_held_out_entries_are_neither_found_nor_counted() -> None:
+    """Issue 16: POST /search is no door around a holdout experiment; the reader is the key's name."""
+    from opslake.models.playbooks import arm_of
+
+    entries = [
+        _entry(f"pb_{i:02d}", f"tig rule {i}", "use tig").model_copy(update={"holdout_share": 0.5})
+        for i in range(20)
+    ]
+    engine = RecordingEngine([])
+    body = SearchRequest.model_validate({"q": "tig", "sources": ["playbooks"], "limit": 50})
+    for reader in ("alpha", "beta"):
+        answer = search(
+            engine, CONFIG, body, allowed_tables=[], playbook_entries=lambda: entries, reader=reader
+        )
+        shown = sorted(r.key for r in answer.results)
+        assert shown == [e.entry_id for e in entries if arm_of(reader, e) == "treatment"]
+        assert answer.searched_rows == len(shown) < 20  # the held-out ones are not even counted
+    everyone = search(engine, CONFIG, body, allowed_tables=[], playbook_entries=lambda: entries)
+    assert everyone.returned == 20  # no reader named: every active entry
+
+
 def test_a_query_with_no_searchable_term_is_a_400_that_says_why() -> None:
     engine = RecordingEngine([])
     with pytest.raises(BadRequestError, match="q has no searchable term") as caught:
