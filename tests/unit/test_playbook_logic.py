@@ -697,3 +697,93 @@ def test_an_approach_counts_only_its_own_reporters() -> None:
     assert len(entries) == 1 and entries[0].action == "Send role only in the /match body"
     assert entries[0].evidence_reporters == ["mallory"]
     assert entries[0].status == "proposed"
+
+
+# ---- the quality gate at every review, and folding duplicates (issue 16) ---------------------------
+def _entry(entry_id: str, action: str, **fields: Any) -> PlaybookEntry:
+    return PlaybookEntry.model_validate(
+        {
+            "entry_id": entry_id, "trigger": "worker lookup task using /worker/{id}", "action": action,
+            "kind": "do", "confidence": 0.8, "domain": "staffing", "endpoint": "/worker/{id}",
+            "task_class": "worker_lookup", "status": "active", "created_at": T0, "published_at": T0,
+            "evidence_reporters": ["k1", "k2"], "evidence_reporter_count": 2, **fields,
+        }
+    )  # fmt: skip
+
+
+def test_review_withholds_stored_entries_the_quality_gate_refuses_and_reports_approved_ones() -> None:
+    """The demo served "Call GET /worker/{id} as other agents did" and "Worker 'W90519' does not
+    exist: …": stored before the gate, they are withheld at the next review; an operator's approved
+    one stays served and is reported."""
+    generic = _entry("pb_generic", "Call GET /worker/{id} as other agents did")
+    one_id = _entry("pb_one_id", "Worker 'W90519' does not exist: use worker ids returned by POST /match")
+    approved = _entry("pb_approved", "Call GET /worker/{id} as other agents did", approved_at=T0)
+    specific = _entry("pb_specific", "Use worker ids of the form W + 5 digits (W[0-9]{5})")
+    reviewed = review(
+        [generic, one_id, approved, specific],
+        trust=ReporterTrust(),
+        min_reporters=2,
+        approval_mode=False,
+        now=NOW,
+    )
+    status = {e.entry_id: e.status for e in reviewed.entries}
+    assert status == {
+        "pb_generic": "proposed",
+        "pb_one_id": "proposed",
+        "pb_approved": "active",
+        "pb_specific": "active",
+    }
+    assert reviewed.withheld == ["pb_generic", "pb_one_id"]
+    assert [r.split(": ", 1)[1].split(":")[0] for r in reviewed.refused] == [
+        "quality", "quality", "quality",
+    ]  # fmt: skip
+    assert "restates the endpoint" in reviewed.refused[0] and "tied to one instance" in reviewed.refused[1]
+    assert reviewed.approved_refused == [r for r in reviewed.refused if r.startswith("pb_approved: ")]
+    with pytest.raises(ValueError, match="quality"):
+        approve(reviewed.entries, "pb_generic", NOW)
+
+
+def test_merge_entries_folds_the_younger_of_two_entries_with_the_same_fix() -> None:
+    from opslake.analysis.playbooks import merge_entries
+
+    fix = {"fix_kind": "id_format", "fix_names": ["^W[0-9]{5}$"], "source": "contrast"}
+    older = _entry(
+        "pb_old", "Use worker ids of the form W + 5 digits (W[0-9]{5})", **fix, evidence_op_ids=["o1"]
+    )
+    younger = _entry(
+        "pb_young", "Worker ids are W and five digits (W[0-9]{5})", **fix, created_at=T0 + timedelta(hours=1),
+        evidence_op_ids=["o2"], evidence_reporters=["k3"], evidence_reporter_count=1,
+    )  # fmt: skip
+    other_class = _entry(
+        "pb_staff", older.action, **fix, task_class="staff_job", created_at=T0 + timedelta(hours=2)
+    )
+    approved = _entry("pb_approved", older.action, **fix, approved_at=T0, created_at=T0 + timedelta(hours=3))
+    other_fix = _entry(
+        "pb_source", "Take worker ids from a POST /sql answer; never guess them", fix_kind="id_source",
+        fix_names=["/sql"], created_at=T0 + timedelta(hours=4),
+    )  # fmt: skip
+    result = merge_entries([older, younger, other_class, approved, other_fix], now=NOW)
+    assert result.merged == {"pb_young": "pb_old"}
+    by_id = {e.entry_id: e for e in result.entries}
+    absorbed, kept = by_id["pb_young"], by_id["pb_old"]
+    assert (absorbed.status, absorbed.retired_reason, absorbed.merged_into) == ("retired", "merged", "pb_old")
+    assert kept.action == older.action and kept.evidence_op_ids == ["o1", "o2"]
+    assert (kept.evidence_reporters, kept.evidence_reporter_count) == (["k1", "k2", "k3"], 3)
+    assert {by_id[i].status for i in ("pb_staff", "pb_approved", "pb_source")} == {"active"}
+    assert merge_entries(result.entries, now=NOW).merged == {}  # folded once
+
+
+def test_merge_entries_folds_plain_entries_that_read_alike() -> None:
+    from opslake.analysis.playbooks import merge_entries
+
+    a = _entry("pb_a", "Describe the table first (GET /tables/workers), then select listed columns")
+    b = _entry(
+        "pb_b", "Describe the table first (GET /tables/workers), then select the listed columns",
+        created_at=T0 + timedelta(minutes=5),
+    )  # fmt: skip
+    c = _entry(
+        "pb_c",
+        "Aggregate in SQL (count(*), avg()) instead of listing rows",
+        created_at=T0 + timedelta(minutes=9),
+    )
+    assert merge_entries([a, b, c], now=NOW).merged == {"pb_b": "pb_a"}

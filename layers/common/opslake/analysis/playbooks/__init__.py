@@ -1,5 +1,11 @@
 """The consolidator's pure logic: candidate groups → drafts → playbook entries → snapshot.
 
+Specific entries come from contrasts (:mod:`.contrast_sql` samples each repeated failure beside
+the successes of its endpoint and task class; :func:`contrast_groups` states the difference as
+when / do / instead of, with validated names only). Every draft is generalized (:mod:`.generalize`)
+and passes the quality gate (:func:`quality_refusal`: no action that restates its endpoint, names
+nothing a reader can act on, or is tied to one instance) at the merge and at every review.
+
 No I/O here. The consolidator has the engine tally the window's evidence into groups
 (:mod:`.evidence_sql` writes the SQL: successes and ``/log`` entries, rows bounded by groups, not
 by ops), reads the analyzer's "avoid" diagnoses, calls :func:`groups_from_tallies`
@@ -61,12 +67,14 @@ from opslake.analysis.playbooks.grouping import (
 )
 from opslake.analysis.playbooks.lifecycle import EntryNotFoundError, Review, approve, retire, review, snapshot
 from opslake.analysis.playbooks.merging import (
+    EntryMerge,
     MergeResult,
     Rejection,
     entry_id_for,
     ever_served,
     find_duplicate,
     merge_candidates,
+    merge_entries,
     rejection_reason,
     similarity,
 )
@@ -82,6 +90,7 @@ __all__ = [
     "CandidateGroup",
     "DistilledCandidate",
     "Drafts",
+    "EntryMerge",
     "EntryNotFoundError",
     "Fix",
     "GroupTally",
@@ -109,6 +118,7 @@ __all__ = [
     "lesson_key",
     "log_tallies_sql",
     "merge_candidates",
+    "merge_entries",
     "names_fix",
     "parse_call",
     "playbook_prompt",

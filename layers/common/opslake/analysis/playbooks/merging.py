@@ -265,3 +265,81 @@ def merge_candidates(
         result.created.append(entry_id)
     result.entries = sorted(entries.values(), key=lambda e: e.entry_id)
     return result
+
+
+@dataclass
+class EntryMerge:
+    """Entries after :func:`merge_entries`, and which were absorbed into which (absorbed → kept)."""
+
+    entries: list[PlaybookEntry]
+    merged: dict[str, str] = field(default_factory=dict)
+
+
+def _fold_key(entry: PlaybookEntry) -> tuple[object, ...] | None:
+    """What makes two contrast entries the same fix for the same readers (None: no fix)."""
+    if entry.fix_kind is None:
+        return None
+    return (entry.endpoint, entry.task_class, entry.kind, entry.fix_kind, tuple(sorted(entry.fix_names)))
+
+
+def _alike(a: PlaybookEntry, b: PlaybookEntry) -> bool:
+    """Two live entries that say the same: the same fix for the same readers, or (neither a fix)
+    the same endpoint, task class and kind with texts at least :data:`SIMILARITY_THRESHOLD` alike."""
+    if a.fix_kind is not None or b.fix_kind is not None:
+        return _fold_key(a) == _fold_key(b)
+    return (a.endpoint, a.task_class, a.kind) == (b.endpoint, b.task_class, b.kind) and similarity(
+        f"{a.trigger} {a.action}", f"{b.trigger} {b.action}"
+    ) >= SIMILARITY_THRESHOLD
+
+
+def merge_entries(
+    entries: Sequence[PlaybookEntry], *, now: datetime, trust: ReporterTrust | None = None
+) -> EntryMerge:
+    """Fold duplicate live entries: of two unapproved, unretired entries that say the same
+    (:func:`_alike`), the younger is absorbed into the older (``merged_into``, retired with
+    ``retired_reason="merged"``) and the older gains its evidence (op ids, excerpts, agents and
+    reporters unioned, counts recomputed under ``trust``). The older keeps its text (a served text
+    is immutable) and its experiment; approved entries are an operator's and never folded. Deltas
+    (:mod:`.deltas`) record the absorbed entry's ``merge`` and the kept one's ``update``."""
+    trust = trust or ReporterTrust()
+    by_id = {e.entry_id: e for e in entries}
+    order = sorted(
+        (e for e in entries if e.status != "retired" and e.approved_at is None),
+        key=lambda e: (e.created_at, e.entry_id),
+    )
+    out = EntryMerge(entries=[])
+    kept: list[str] = []
+    for entry in order:
+        into = next((by_id[k] for k in kept if _alike(by_id[k], entry)), None)
+        if into is None:
+            kept.append(entry.entry_id)
+            continue
+        agents = _union(into.evidence_agents, entry.evidence_agents, MAX_TRACKED_AGENTS)
+        reporters = cap_witnesses([*into.evidence_reporters, *entry.evidence_reporters])
+        by_id[into.entry_id] = into.model_copy(
+            update={
+                "evidence_op_ids": _union(into.evidence_op_ids, entry.evidence_op_ids, MAX_EVIDENCE),
+                "evidence_excerpts": _union(
+                    into.evidence_excerpts, entry.evidence_excerpts, MAX_DRAFT_EXCERPTS
+                ),
+                "evidence_agents": agents,
+                "evidence_agent_count": max(
+                    into.evidence_agent_count, entry.evidence_agent_count, len(agents)
+                ),
+                "evidence_reporters": reporters,
+                "evidence_reporter_count": trust.count(reporters),
+                "updated_at": now,
+            }
+        )
+        by_id[entry.entry_id] = entry.model_copy(
+            update={
+                "status": "retired",
+                "retired_at": now,
+                "retired_reason": "merged",
+                "merged_into": into.entry_id,
+                "updated_at": now,
+            }
+        )
+        out.merged[entry.entry_id] = into.entry_id
+    out.entries = sorted(by_id.values(), key=lambda e: e.entry_id)
+    return out
