@@ -1,15 +1,19 @@
-"""The consolidator: what worked (and what the analyzer says to avoid) → playbook entries, their
-measured efficacy, the snapshot ``GET /playbooks`` serves, and compaction of closed hours.
+"""The consolidator: what worked, what differs between failures and successes, and what the
+analyzer says to avoid → playbook entries, their holdout experiments, the snapshot
+``GET /playbooks`` serves, and compaction of closed hours.
 
 One run (every 30 minutes, or a backfill):
 
 1. takes the lease on ``state/consolidator.json``;
 2. has the engine tally the window's successes and ``/log`` records into groups (one row per
    group and list element, :mod:`opslake.analysis.playbooks.evidence_sql`: bounded by groups, not
-   by ops), and reads the "avoid" diagnoses created in it;
+   by ops), samples the window's failure groups beside successes of the same endpoint and task
+   class (:mod:`opslake.analysis.playbooks.contrast_sql`), and reads the "avoid" diagnoses created in it;
 3. keeps the groups with enough evidence (enough ops from enough distinct agents) as candidates,
-   distils each with the model or the heuristic, sanitizes, and merges near-duplicates into
-   existing entries;
+   contrasts first (:mod:`opslake.analysis.playbooks.contrast`: when / do / instead of, with the
+   concrete names), distils each with the model or the heuristic (a group with nothing specific
+   to say is not drafted), generalizes, refuses what the fence or the quality gate refuses, and
+   merges near-duplicates into existing entries;
 4. reviews who may be served: an entry is active when an operator approved it or when enough
    independent reporters (API keys by trust level, ``reporter_id``, never claimed agent_ids)
    vouch for its evidence; others wait as ``proposed`` (``opslake playbooks approve``);
@@ -33,11 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from opslake.analysis.efficacy import OutcomeRow, count_corrections
 from opslake.analysis.playbooks import (
-    DistilledCandidate,
     approve,
-    distill,
+    contrast_groups,
+    contrast_samples_sql,
+    distill_groups,
     groups_from_tallies,
     merge_candidates,
+    merge_entries,
     retire,
     review,
     snapshot,
@@ -95,10 +101,15 @@ class ConsolidatorRun(JobReport):
     logs_read: int = 0  # /log records the engine counted as evidence (0 when no group had enough)
     diagnoses_read: int = 0
     candidates: int = 0
+    contrast_candidates: int = 0  # candidates from contrasts of failures with successes (drafted first)
+    #: groups not drafted: nothing specific to say, or a diagnosis a contrast of the same run fixed
+    nothing_specific: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
     distilled_by_model: int = 0
     entries_created: list[str] = field(default_factory=list)
     entries_updated: list[str] = field(default_factory=list)
     entries_retired: list[str] = field(default_factory=list)
+    entries_merged: dict[str, str] = field(default_factory=dict)  # absorbed duplicate → the entry kept
     entries_published: list[str] = field(default_factory=list)  # proposed → active: enough reporters
     entries_withheld: list[str] = field(default_factory=list)  # active → proposed: too few reporters
     #: entries the lesson fence refuses: "id: reason" (not served), or for an approved one (served,
@@ -271,23 +282,32 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             len(diagnoses),
         )
 
-        groups = groups_from_tallies(
-            [*tallies_from_rows(success_rows, "successes"), *tallies_from_rows(log_rows, "log")],
-            diagnoses,
-            min_successes=self.settings.playbook_min_successes,
-            min_agents=self.settings.playbook_min_agents,
-            trust=self.trust,
+        # contrasts first: failures against successes of the same endpoint and task class say
+        # what differs (the real column, the missing fields, the id form), so their entries are specific
+        contrast_rows = self.query(
+            contrast_samples_sql(
+                self.table, window, self.trust, min_failures=at_least, min_agents=min_agents
+            ),
+            report,
         )
-        report.candidates = len(groups)
-        ask = self._ask_llm()
-        distilled = []
-        for group in groups:
-            draft, by = distill(group, ask, model=self.llm.config.model if self.llm else "llm")
-            distilled.append(DistilledCandidate(group, draft, by))
-            report.distilled_by_model += int(by != "heuristic")
+        contrasts = contrast_groups(contrast_rows, trust=self.trust)
+        groups = [
+            *contrasts,
+            *groups_from_tallies(
+                [*tallies_from_rows(success_rows, "successes"), *tallies_from_rows(log_rows, "log")],
+                diagnoses,
+                min_successes=self.settings.playbook_min_successes,
+                min_agents=self.settings.playbook_min_agents,
+                trust=self.trust,
+            ),
+        ]
+        report.candidates, report.contrast_candidates = len(groups), len(contrasts)
+        drafts = distill_groups(groups, self._ask_llm(), model=self.llm.config.model if self.llm else "llm")
+        report.distilled_by_model = drafts.distilled_by_model
+        report.nothing_specific, report.superseded = drafts.nothing_specific, drafts.superseded
         merged = merge_candidates(
             entries,
-            distilled,
+            drafts.candidates,
             now=now,
             approval_mode=self.settings.playbook_approval_mode,
             min_agents=self.settings.playbook_min_agents,
@@ -307,6 +327,20 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             at=now,
             run_window_end=window.end,
         )
+        folded = merge_entries(recorded, now=now, trust=self.trust)  # live duplicates: younger into older
+        report.entries_merged = dict(folded.merged)
+        recorded, more = diff(
+            recorded,
+            folded.entries,
+            by="consolidator",
+            reason={
+                **{kept: "absorbed a duplicate" for kept in folded.merged.values()},
+                **{absorbed: f"merged into {kept}" for absorbed, kept in folded.merged.items()},
+            },
+            at=now,
+            run_window_end=window.end,
+        )
+        deltas += more
 
         reviewed = review(
             recorded,

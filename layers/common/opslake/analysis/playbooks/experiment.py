@@ -44,7 +44,7 @@ from datetime import datetime
 from typing import Any, get_args
 
 from opslake.analysis.intervals import design_effect, newcombe, wilson
-from opslake.analysis.masking import signature_id_sql, template_sql
+from opslake.analysis.playbooks.contrast_sql import signature_of_failure
 from opslake.analysis.reporters import ReporterTrust
 from opslake.models.playbooks import Arm, PlaybookEntry, Verdict
 from opslake.models.window import Window
@@ -56,16 +56,12 @@ FOLLOWED_EVENT_KIND = "playbook_followed"
 #: A unit whose records contradict the rules (served first, withheld later): dropped and counted.
 CROSSED = "crossed"
 _ARMS: tuple[str, ...] = get_args(Arm)
+__all__ = [
+    "CROSSED", "FOLLOWED_ENDPOINT", "FOLLOWED_EVENT_KIND", "ArmRow", "Cell", "ExperimentResult", "Rules",
+    "apply_experiment", "cells", "experiment_since", "experiment_sql", "judge", "measurable",
+    "sign_survives", "signature_of_failure", "start_experiments",
+]  # fmt: skip
 _DIGITS = 6
-
-
-def signature_of_failure(alias: str = "") -> str:
-    """A failed op's signature, computed from the op itself as the analyzer computes it (masking
-    in SQL, :mod:`opslake.analysis.masking`): no join with ``failures``, so a query reads ``ops``'
-    partitions only, and a failure the analyzer has not seen yet has its signature already."""
-    p = f"{alias}." if alias else ""
-    template = template_sql(f"{p}endpoint", f"{p}error_type", f"{p}error")
-    return f"CASE WHEN NOT {p}success THEN {signature_id_sql(template)} END"
 
 
 def experiment_since(entry: PlaybookEntry, lookback: Window) -> datetime:
