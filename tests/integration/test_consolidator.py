@@ -663,3 +663,31 @@ def test_state_and_a_playbooks_table_written_before_experiments_still_read(jobs_
     assert query(lake, "SELECT entry_id, effect, treatment_ops, experiment_stage FROM playbooks") == [
         {"entry_id": "pb_old", "effect": None, "treatment_ops": None, "experiment_stage": None}
     ]
+
+
+def test_a_contrast_of_failures_with_successes_becomes_a_specific_entry(jobs_lake: Lake) -> None:
+    """Issue 16: failures that guess a column, beside successes of the same endpoint and task class
+    that differ only in the column, give an entry naming the real column (when / do / instead of),
+    drafted before the tallied groups; its edits are recorded from its first revision."""
+    lake = jobs_lake
+    guessed = [
+        failure(f"f{i}", at(i), f"agent-{i % 3}").model_copy(
+            update={"input_summary": "SELECT salary FROM workers",
+                    "error": "COLUMN_NOT_FOUND: line 1:8: Column 'salary' cannot be resolved"}
+        )
+        for i in range(6)
+    ]  # fmt: skip
+    right = [
+        success(f"s{i}", at(i), f"agent-{i % 3}").model_copy(
+            update={"input_summary": "SELECT hourly_rate FROM workers"}
+        )
+        for i in range(6)
+    ]
+    write_ops(lake, [(op, op.ts) for op in [*guessed, *right]])
+    report = consolidator(lake, at(60)).run()
+    assert report.contrast_candidates >= 1
+    [entry] = [e for e in served(lake)["entries"] if e["source"] == "contrast"]
+    assert (entry["fix_kind"], entry["action"]) == ("column", "Use the column hourly_rate of workers")
+    assert "salary" in (entry["instead_of"] or "")
+    kept = kept_entry(lake, entry["entry_id"])
+    assert kept["fix_names"] == ["workers", "hourly_rate"] and kept["revision"] == 1
