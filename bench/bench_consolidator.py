@@ -296,13 +296,21 @@ def reset_peak_rss() -> bool:
     return True
 
 
+def _measured(report: ConsolidatorRun) -> str:
+    """What measured the entries: the holdout experiment's rows, or (an older checkout, through
+    OPSLAKE_BENCH_ROOT) the before/after outcomes."""
+    if hasattr(report, "experiment_rows"):
+        return f"experiment rows {report.experiment_rows:,}"
+    return f"outcomes read {getattr(report, 'outcomes_read', 0):,}"
+
+
 def describe(label: str, wall: float, report: ConsolidatorRun) -> None:
     print(
         f"{label}: {wall:.2f} s wall (status {report.status}); read successes {report.successes_read:,}, "
         f"logs {report.logs_read:,}, diagnoses {report.diagnoses_read}; candidates {report.candidates}; "
         f"entries created {len(report.entries_created)}, updated {len(report.entries_updated)}, "
         f"retired {len(report.entries_retired)}, rejected {len(report.rejected)}; active {report.active_entries}; "
-        f"experiment rows {report.experiment_rows:,}; bytes scanned {report.bytes_scanned / 1e6:.1f} MB "
+        f"{_measured(report)}; bytes scanned {report.bytes_scanned / 1e6:.1f} MB "
         f"in {report.queries} queries"
     )
 
