@@ -1,5 +1,8 @@
 """The demo's closed loop on a small seed: real tool errors become distinct signatures, evidence
-becomes playbook entries, and the fleet that reads them fails less than the one that does not."""
+becomes playbook entries that pass the quality gate, each served to half of the readers and withheld
+from the others, and a simulated agent avoids a mistake only where an entry carrying its specific fix
+was served. The closing note's numbers come back from the lake; no claim here depends on the seed
+(whether the fleet that reads playbooks fails less is what the demo measures, not what it assumes)."""
 
 from __future__ import annotations
 
@@ -7,12 +10,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from opslake.analysis.playbooks import quality_refusal
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
 from opslake_local.demo import REPORTED_OPS_SQL
+from opslake_local.experiments import closing_note
 from opslake_local.http import LocalApi
-from opslake_local.loop import LOOP_ENV, LOOP_STEPS, LoopResult, run_loop
+from opslake_local.loop import LOOP_ENV, LOOP_STEPS, WITH_PREFIX, LoopResult, run_loop
+from opslake_local.simulator import FOLLOWED_ENDPOINT, SimAgent, Simulator, TaskPlan, fixes, mistake_profile
 from opslake_local.stack import QUIET_ENV, LocalStack
+
+SEED, AGENTS, CYCLES, TASKS = 11, 4, 3, 3
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +35,14 @@ def loop_run() -> Iterator[tuple[LocalStack, LoopResult, list[str]]]:
         base_url = api.start()
         try:
             result = run_loop(
-                stack, invoker, base_url, cycles=3, agents=4, tasks_per_agent=3, seed=11, on_step=steps.append
+                stack,
+                invoker,
+                base_url,
+                cycles=CYCLES,
+                agents=AGENTS,
+                tasks_per_agent=TASKS,
+                seed=SEED,
+                on_step=steps.append,
             )
             yield stack, result, steps
         finally:
@@ -69,17 +84,123 @@ def test_entries_are_created_with_evidence_and_served(loop: tuple[LocalStack, Lo
     assert sum(row.with_playbooks.entries_followed.total() for row in result.rows[1:]) > 0
 
 
-def test_the_fleet_that_reads_playbooks_fails_less(loop: tuple[LocalStack, LoopResult]) -> None:
+def test_the_first_cycle_is_the_same_for_both_fleets(loop: tuple[LocalStack, LoopResult]) -> None:
+    """Before any entry exists both fleets plan, roll and make exactly the same mistakes."""
     _, result = loop
     first = result.rows[0]
-    # the first cycle runs before any entry exists: both fleets do exactly the same thing
+    assert first.with_playbooks.tasks == first.without_playbooks.tasks
+    assert first.with_playbooks.mistakes == first.without_playbooks.mistakes
+    assert not first.with_playbooks.avoided and not first.with_playbooks.entries_followed
     assert first.with_playbooks.failure_rate == pytest.approx(first.without_playbooks.failure_rate)
-    later = slice(1, None)
-    assert result.failure_rate(with_playbooks=True, cycles=later) < result.failure_rate(
-        with_playbooks=False, cycles=later
-    )
     summary = result.summary()
     assert {c["arm"] for c in summary["cycles"]} == {"with playbooks", "without playbooks"}
+
+
+def with_fleet_plans(cycle: int) -> list[TaskPlan]:
+    """The tasks the fleet that reads playbooks planned in ``cycle`` (plans are pure for a seed)."""
+    agents = [SimAgent(f"{WITH_PREFIX}-{i + 1:02d}", "", mistake_profile(SEED, i)) for i in range(AGENTS)]
+    with Simulator("http://unused", agents, seed=SEED) as sim:
+        return [plan for plans in sim.plans(cycle, TASKS) for plan in plans]
+
+
+def test_a_mistake_is_avoided_only_where_an_entry_with_its_fix_was_served(
+    loop: tuple[LocalStack, LoopResult],
+) -> None:
+    stack, result = loop
+    entries = {
+        r["entry_id"]: r
+        for r in sql(
+            stack,
+            "SELECT entry_id, trigger, action, instead_of, endpoint, task_class, confidence FROM playbooks",
+        )
+    }
+    served: dict[str, set[str]] = {}  # entry id -> keys it was served to
+    for record in sql(
+        stack,
+        f"SELECT reporter_id, element_at(attributes, 'entry_ids') AS ids FROM ops "
+        f"WHERE endpoint = '/playbooks' AND reporter_id LIKE '{WITH_PREFIX}-%'",
+    ):
+        for entry_id in filter(None, (record["ids"] or "").split(",")):
+            served.setdefault(entry_id, set()).add(str(record["reporter_id"]))
+    for row in result.rows:
+        stats = row.with_playbooks
+        assert not row.without_playbooks.avoided  # a fleet that reads nothing avoids nothing
+        assert set(stats.avoided) <= set(stats.fixed_by)
+        plans = with_fleet_plans(row.cycle)
+        for mode, by_entry in stats.fixed_by.items():
+            for entry_id in by_entry:
+                assert entry_id in served, entry_id
+                # the entry as the table holds it carries the specific fix of that mode for a task of the cycle
+                assert any(mode in fixes(entries[entry_id], plan) for plan in plans), (
+                    mode,
+                    entries[entry_id],
+                )
+    followed = sum(row.with_playbooks.follows_reported for row in result.rows)
+    reported = sql(
+        stack,
+        f"SELECT count(*) AS n FROM ops WHERE endpoint = '{FOLLOWED_ENDPOINT}' AND reporter_id LIKE '{WITH_PREFIX}-%'",
+    )
+    assert reported[0]["n"] == followed
+
+
+def test_what_was_withheld_is_recorded_beside_what_was_served(loop: tuple[LocalStack, LoopResult]) -> None:
+    stack, result = loop
+    records = sql(
+        stack,
+        "SELECT reporter_id, element_at(attributes, 'entry_ids') AS served, "
+        "element_at(attributes, 'withheld_ids') AS withheld, element_at(attributes, 'holdout') AS holdout "
+        f"FROM ops WHERE endpoint = '/playbooks' AND reporter_id LIKE '{WITH_PREFIX}-%'",
+    )
+    assert len(records) == sum(row.with_playbooks.playbook_reads for row in result.rows)
+    assert {r["holdout"] for r in records} == {"1"}
+    assert any(r["withheld"] for r in records) and any(r["served"] for r in records)
+    for record in records:
+        served = set(filter(None, (record["served"] or "").split(",")))
+        withheld = set(filter(None, (record["withheld"] or "").split(",")))
+        assert not served & withheld
+
+
+def test_every_active_entry_passes_the_quality_gate(loop: tuple[LocalStack, LoopResult]) -> None:
+    stack, _ = loop
+    active = sql(
+        stack,
+        "SELECT trigger, action, instead_of, endpoint, task_class FROM playbooks WHERE status = 'active'",
+    )
+    assert active
+    for e in active:
+        assert (
+            quality_refusal(e["trigger"], e["action"], e["instead_of"], e["endpoint"], e["task_class"])
+            is None
+        )
+
+
+def test_the_experiments_are_measured_and_the_closing_note_compares_them(
+    loop: tuple[LocalStack, LoopResult],
+) -> None:
+    stack, result = loop
+    measured = sql(
+        stack,
+        "SELECT entry_id, treatment_ops, holdout_ops, treatment_rate_low, holdout_rate_high, followed_treatment, "
+        "followed_holdout, effect_low, effect_high FROM playbooks WHERE treatment_ops > 0 AND holdout_ops > 0",
+    )
+    assert measured
+    for r in measured:  # both arms have ops: their intervals and the difference's are in the table
+        assert None not in (
+            r["treatment_rate_low"],
+            r["holdout_rate_high"],
+            r["effect_low"],
+            r["effect_high"],
+        )
+    # the simulator follows only what it was served: nothing held out is ever followed
+    assert sum(int(r["followed_holdout"] or 0) for r in measured) == 0
+    assert result.experiments is not None and result.experiments.error is None
+    assert {e.entry_id for e in result.experiments.entries} >= {r["entry_id"] for r in measured}
+    note = "\n".join(closing_note(result.experiments))
+    assert "entries published" in note and "refused by the quality gate" in note
+    assert "two fleets, cycles 2+: with " in note and "agree in sign: " in note
+    summary = result.summary()
+    assert summary["agreement"]["agree_in_sign"] in ("yes", "no", "—")
+    assert len(summary["experiments"]) == result.experiments.published
 
 
 def test_each_cycle_announces_its_steps(loop_run: tuple[LocalStack, LoopResult, list[str]]) -> None:
