@@ -11,8 +11,9 @@ No I/O here. The consolidator has the engine tally the window's evidence into gr
 by ops), reads the analyzer's "avoid" diagnoses, calls :func:`groups_from_tallies`
 (:mod:`.grouping`; :func:`candidate_groups` is the same over rows in memory), :func:`distill`
 for each group (:mod:`.drafting`: the LLM when configured, else or on any invalid/poisoned answer
-the heuristic), :func:`merge_candidates` against the current entries (:mod:`.merging`),
-:mod:`opslake.analysis.efficacy`, and writes :func:`snapshot` (:mod:`.lifecycle`: active entries
+the heuristic), :func:`merge_candidates` against the current entries (:mod:`.merging`), runs the
+holdout experiments (:mod:`.experiment`: treatment against holdout by API key), records every edit
+as a delta (:mod:`.deltas`), and writes :func:`snapshot` (:mod:`.lifecycle`: active entries
 only) as the object ``GET /playbooks`` serves.
 
 Poisoning defences, in order: ops from untrusted API keys are no evidence; a group needs
@@ -32,6 +33,7 @@ fence) stays served and is reported at every run; approving a refused entry take
 
 from opslake.analysis.playbooks.contrast import CallShape, Fix, contrast_groups, parse_call
 from opslake.analysis.playbooks.contrast_sql import contrast_samples_sql, signature_of_failure
+from opslake.analysis.playbooks.deltas import Delta, delta_id, diff
 from opslake.analysis.playbooks.drafting import (
     HEURISTIC,
     AskLlm,
@@ -50,6 +52,15 @@ from opslake.analysis.playbooks.evidence_sql import (
     success_tallies_sql,
     success_template_sql,
     tallies_from_rows,
+)
+from opslake.analysis.playbooks.experiment import (
+    ArmRow,
+    ExperimentResult,
+    Rules,
+    apply_experiment,
+    experiment_sql,
+    judge,
+    start_experiments,
 )
 from opslake.analysis.playbooks.generalize import GENERALIZED_FORMS, Replaced, generalize, instance_values
 from opslake.analysis.playbooks.grouping import (
@@ -85,13 +96,16 @@ __all__ = [
     "HEURISTIC",
     "IGNORED_ENDPOINTS",
     "QUALITY",
+    "ArmRow",
     "AskLlm",
     "CallShape",
     "CandidateGroup",
+    "Delta",
     "DistilledCandidate",
     "Drafts",
     "EntryMerge",
     "EntryNotFoundError",
+    "ExperimentResult",
     "Fix",
     "GroupTally",
     "LogRow",
@@ -99,22 +113,28 @@ __all__ = [
     "Rejection",
     "Replaced",
     "Review",
+    "Rules",
     "SuccessRow",
+    "apply_experiment",
     "approve",
     "candidate_groups",
     "contrast_groups",
     "contrast_samples_sql",
+    "delta_id",
+    "diff",
     "distill",
     "distill_groups",
     "domain_of",
     "entry_id_for",
     "ever_served",
+    "experiment_sql",
     "find_duplicate",
     "generalize",
     "generalized",
     "groups_from_tallies",
     "heuristic_draft",
     "instance_values",
+    "judge",
     "lesson_key",
     "log_tallies_sql",
     "merge_candidates",
@@ -130,6 +150,7 @@ __all__ = [
     "signature_of_failure",
     "similarity",
     "snapshot",
+    "start_experiments",
     "success_tallies_sql",
     "success_template",
     "success_template_sql",
