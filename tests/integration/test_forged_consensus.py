@@ -160,7 +160,8 @@ def test_two_keys_are_two_reporters_and_are_served(lake: Stack) -> None:
 
 
 def test_a_runtime_key_counts_its_agents_and_an_untrusted_key_counts_for_nothing(lake: Stack) -> None:
-    text = 'POST /worker {"id":"W00042","fields":["name","city"]}'
+    # a shape that names a request field (limit): the quality gate (issue 16) refuses a shape that names none
+    text = 'POST /worker {"id":"W00042","fields":["name","city"],"limit":5}'
     lake.post("fleet", forged_ops("/worker", range(3), text=text))
     trust = {"fleet": "untrusted"}
     report = lake.consolidate(reporter_trust=trust)
