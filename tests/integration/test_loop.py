@@ -6,6 +6,7 @@ was served. The closing note's numbers come back from the lake; no claim here de
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -201,6 +202,22 @@ def test_the_experiments_are_measured_and_the_closing_note_compares_them(
     summary = result.summary()
     assert summary["agreement"]["agree_in_sign"] in ("yes", "no", "—")
     assert len(summary["experiments"]) == result.experiments.published
+
+
+def test_every_call_of_each_fleet_lands_as_its_own_op_record(loop: tuple[LocalStack, LoopResult]) -> None:
+    """Each fleet's calls, route by route, are the gateway's op records of its keys. The fleet that
+    reports through OTLP exports its spans when a cycle ends: an export during a tool call would run
+    two API functions at once in the local stack's one process, and Powertools' class-level current
+    event gave the tool call's record the /v1/traces route (about 10 records of 270 per demo)."""
+    stack, result = loop
+    for prefix, fleet in ((WITH_PREFIX, "with_playbooks"), ("pb-off", "without_playbooks")):
+        calls = Counter(c.route for row in result.rows for c in getattr(row, fleet).calls)
+        records = sql(
+            stack,
+            f"SELECT endpoint, count(*) AS n FROM ops WHERE reporter_id LIKE '{prefix}-%' AND source = 'gateway' "
+            "GROUP BY endpoint",
+        )
+        assert {r["endpoint"]: r["n"] for r in records} == dict(calls), fleet
 
 
 def test_each_cycle_announces_its_steps(loop_run: tuple[LocalStack, LoopResult, list[str]]) -> None:

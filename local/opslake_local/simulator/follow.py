@@ -9,8 +9,8 @@ entries this agent's key is held out of). :func:`fixes` reads only what is serve
 **Applicability.** The entry's ``endpoint`` is a step of the task, or it names no endpoint and its
 ``task_class`` is the task's (an entry naming neither is too vague to act on). Its ``confidence`` is
 at least ``min_confidence``. An entry whose text is tied to one instance (a worker id, a city, a
-role: :func:`~opslake.analysis.playbooks.generalize.instance_values`) applies only to a task of
-that instance: "Worker 'W90519' does not exist" tells an agent about W90519, not about its own guess.
+role of the staffing sample) applies only to a task of that instance: "Worker 'W90519' does not
+exist" tells an agent about W90519, not about its own guess.
 
 **The specific fix.** A planted mistake is switched off only when the text carries its fix; an
 entry that names the step but no fix ("Call GET /worker/{id} as other agents did", "describe the
@@ -43,7 +43,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from opslake.analysis.playbooks.generalize import instance_values
+# Not opslake.analysis (the gate's instance_values): importing it builds opslake's logger at INFO
+# in the demo's process, and the quiet local stack would print its JSON lines (test_local_quiet).
+from opslake.datasets.staffing import CITIES, ROLES
 from opslake_local.simulator.modes import MODES, SMALLER_PROMPT_TOKENS, TASK_ENDPOINTS, TASK_MODES
 from opslake_local.simulator.plan import TaskPlan
 
@@ -59,6 +61,11 @@ _ID_FORM = re.compile(
 )
 _ID_ROUTE = re.compile(r"(?<![a-z0-9_])/(?:match|sql)(?![a-z0-9_/{])")
 _ID_SOURCE = re.compile(r"\breturned\s+by\b|\bfrom\b|\banswers?\b|\btake\b|\bfind\b|\bfound\b")
+# An instance: a worker id or another id shape (letters, optional separator, 3+ digits; all-9 digits
+# such as w-999 show a form, not an instance), a city or a role of the staffing sample.
+_INSTANCE_ID = re.compile(r"(?<![\w/{])[a-z]{1,4}[-_]?(\d{3,})(?![\w}])")
+_CITY = re.compile(r"\b(?:" + "|".join(re.escape(c.lower()) for c, _ in CITIES) + r")\b")
+_ROLE = re.compile(r"\b(?:" + "|".join(re.escape(r.name.lower()) for r in ROLES) + r")(?:s|es)?\b")
 _TOKENS = re.compile(r"\b(\d{1,3}(?:[ ,]\d{3})+|\d+)\s*(k\b)?\s*(?:input\s+)?tokens?\b")
 
 
@@ -132,22 +139,14 @@ def _token_bound(match: re.Match[str]) -> int:
 
 
 def _of_this_instance(text: str, plan: TaskPlan) -> bool:
-    """Whether every instance value the text holds is this task's own (its guessed id, role, city,
-    state): an entry about one worker or one city is news only to a task about them; a client, a
-    date or a request's literal is never a simulated task's own."""
-    own = {
-        "worker_id": plan.guessed_id,
-        "id": plan.guessed_id,
-        "role": plan.role,
-        "city": plan.city,
-        "state": plan.state,
-    }
-    return all(
-        found.kind in own and _names_value(found.value.lower(), own[found.kind].lower())
-        for found in instance_values(text)
+    """Whether every instance the text names (an id, a city, a role) is this task's own (its guessed
+    id, city, role): an entry about one worker or one city is news only to a task about them."""
+    lowered = text.lower()
+    ids = {m[0] for m in _INSTANCE_ID.finditer(lowered) if set(m[1]) != {"9"}}
+    cities = {m[0] for m in _CITY.finditer(lowered)}
+    roles = {m[0] for m in _ROLE.finditer(lowered)}
+    return (
+        ids <= {plan.guessed_id.lower()}
+        and cities <= {plan.city.lower()}
+        and all(role.startswith(plan.role.lower()) for role in roles)
     )
-
-
-def _names_value(text: str, value: str) -> bool:
-    """Whether ``text`` names ``value`` as whole words (a plural too: "assemblers")."""
-    return re.search(rf"(?<![a-z0-9_]){re.escape(value)}(?:s|es)?(?![a-z0-9_])", text) is not None

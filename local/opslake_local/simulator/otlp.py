@@ -175,6 +175,13 @@ class SpanReporter:
     """A fleet's OTLP reporting: one tracer provider per agent (its resource and its key), created
     when the agent runs its first task, flushed by :meth:`flush`, shut down by :meth:`shutdown`."""
 
+    #: Spans wait for :meth:`flush` (the end of a cycle) instead of the batch processor's 5 s timer:
+    #: an export while an agent's tool call runs would invoke two API functions at once in the local
+    #: stack's one process, where Powertools keeps the current event on a class (``BaseRouter``),
+    #: so a tool call's op record could take the ``/v1/traces`` request's route (seen: ~10 of 270
+    #: with-fleet op records per demo, a different closing note on every run).
+    EXPORT_AT_FLUSH_MS = 3_600_000
+
     def __init__(self, exporter_for: Callable[[SimAgent], SpanExporter]) -> None:
         self.exporter_for = exporter_for
         self._runtimes: dict[str, tuple[TracerProvider, CountingExporter]] = {}
@@ -183,7 +190,8 @@ class SpanReporter:
         if agent.agent_id not in self._runtimes:
             exporter = CountingExporter(self.exporter_for(agent))
             provider = TracerProvider(resource=Resource.create({SERVICE_NAME: agent.agent_id}))
-            provider.add_span_processor(BatchSpanProcessor(exporter))
+            processor = BatchSpanProcessor(exporter, schedule_delay_millis=self.EXPORT_AT_FLUSH_MS)
+            provider.add_span_processor(processor)
             self._runtimes[agent.agent_id] = (provider, exporter)
         return self._runtimes[agent.agent_id][0].get_tracer(SCOPE)
 
