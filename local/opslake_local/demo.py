@@ -311,7 +311,8 @@ def show_signatures_and_entries(stack: LocalStack) -> None:
     print(text_table(["failures", "agents", "template"], rows))
     _print("playbook entries (table playbooks)")
     rows = engine.run(
-        "SELECT kind, status, experiment_stage, last_verdict, evidence_agent_count, substr(action, 1, 80) AS action "
+        "SELECT kind, status, experiment_stage, coalesce(last_verdict, 'not judged') AS verdict, "
+        "evidence_agent_count, substr(action, 1, 80) AS action "
         "FROM playbooks ORDER BY status, confidence DESC, entry_id LIMIT 10"
     ).rows
     print(text_table(["kind", "status", "stage", "verdict", "agents", "action"], rows))

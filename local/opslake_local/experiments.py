@@ -152,6 +152,9 @@ class Experiments:
     entries: list[EntryExperiment]
     published: int
     refused_by_gate: dict[str, int]
+    nothing_specific: (
+        int  # candidate groups the distiller found nothing specific to say about (never drafted)
+    )
     fleets: FleetComparison
     pooled: float | None  # None: no judged entry
     judged: int
@@ -172,6 +175,7 @@ class Experiments:
                 "entries_published": self.published,
                 "refused_by_quality_gate": self.refused,
                 "refused_by_reason": dict(self.refused_by_gate),
+                "nothing_specific": self.nothing_specific,
                 "fleet_with": asdict(fleets.with_playbooks) | {"rate": fleets.with_playbooks.rate},
                 "fleet_without": asdict(fleets.without_playbooks) | {"rate": fleets.without_playbooks.rate},
                 "fleet_delta": fleets.delta,
@@ -211,6 +215,18 @@ def refused_by_gate(consolidator_runs: Iterable[Mapping[str, Any]]) -> dict[str,
             for reason, count in refused.items():
                 total[str(reason)] += int(count or 0)
     return dict(sorted(total.items(), key=lambda item: (-item[1], item[0])))
+
+
+def nothing_specific(consolidator_runs: Iterable[Mapping[str, Any]]) -> int:
+    """Distinct candidate groups (``ConsolidatorRun.nothing_specific``: their keys) that no run found
+    anything specific to say about: never drafted, so never refused either (a group seen again in a
+    later run counts once)."""
+    groups: set[str] = set()
+    for run in consolidator_runs:
+        keys = run.get("nothing_specific")
+        if isinstance(keys, list | tuple):
+            groups.update(str(k) for k in keys)
+    return len(groups)
 
 
 def sign_agreement(a: float | None, b: float | None) -> str:
@@ -325,6 +341,7 @@ def experiments_from(
         entries=entries,
         published=len(entries),
         refused_by_gate=refused_by_gate(r.consolidator for r in rows),
+        nothing_specific=nothing_specific(r.consolidator for r in rows),
         fleets=fleets,
         pooled=pooled,
         judged=judged,
@@ -372,8 +389,8 @@ def interval(low: float | None, high: float | None, *, signed: bool = False) -> 
 def arm_cell(
     failures: int | None, ops: int | None, rate: float | None, low: float | None, high: float | None
 ) -> str:
-    """``2/31 6.5% [1.8,20.7]``, or ``—`` when the arm has not been measured."""
-    if ops is None or failures is None:
+    """``2/31 6.5% [1.8,20.7]``, or ``—`` when the arm has no ops yet."""
+    if not ops or failures is None:
         return "—"
     return f"{failures}/{ops} {percent(rate)} {interval(low, high)}".rstrip()
 
@@ -384,7 +401,7 @@ def experiment_row(e: EntryExperiment) -> tuple[str, ...]:
         if e.effect is None
         else f"{points(e.effect)} {interval(e.effect_low, e.effect_high, signed=True)}"
     )
-    verdict = (e.verdict or "—") + ("" if e.status == "active" else f" ({e.status})")
+    verdict = (e.verdict or "not judged") + ("" if e.status == "active" else f" ({e.status})")
     return (
         e.entry_id,
         e.fix,
@@ -403,7 +420,8 @@ def closing_note(x: Experiments) -> list[str]:
     and the caveats. Deterministic for a seed (no timings, no wall-clock values)."""
     reasons = ", ".join(f"{n} {reason}" for reason, n in x.refused_by_gate.items())
     lines = [f"entries published {x.published} · refused by the quality gate {x.refused}"
-             + (f" ({reasons})" if reasons else "")]  # fmt: skip
+             + (f" ({reasons})" if reasons else "")
+             + f" · groups with nothing specific to say (not drafted) {x.nothing_specific}"]  # fmt: skip
     if x.error:
         lines.append(f"table playbooks could not be read: {x.error}")
     elif x.entries:

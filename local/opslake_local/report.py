@@ -343,6 +343,7 @@ def agreement_items(agreement: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("agree in sign", text(agreement.get("agree_in_sign"))),
         ("entries published", text(agreement.get("entries_published"))),
         ("entries refused by the quality gate", text(agreement.get("refused_by_quality_gate"))),
+        ("groups with nothing specific to say (not drafted)", text(agreement.get("nothing_specific"))),
     ]
     return items
 

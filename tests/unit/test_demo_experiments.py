@@ -43,9 +43,10 @@ def stats(calls: int, failures: int, *, enabled: bool) -> CycleStats:
 ROWS = [
     Row(1, stats(100, 20, enabled=True), stats(100, 20, enabled=False), {"refused_by_gate": {}}),
     Row(2, stats(120, 10, enabled=True), stats(118, 22, enabled=False),
-        {"refused_by_gate": {"restates the endpoint": 3, "tied to one instance": 1}}),
+        {"refused_by_gate": {"restates the endpoint": 3, "tied to one instance": 1},
+         "nothing_specific": ["successes|/match|staff_job|a", "successes|/tables/{name}|sql_question|b"]}),
     Row(3, stats(110, 8, enabled=True), stats(112, 20, enabled=False),
-        {"refused_by_gate": {"restates the endpoint": 1}}),
+        {"refused_by_gate": {"restates the endpoint": 1}, "nothing_specific": ["successes|/match|staff_job|a"]}),
 ]  # fmt: skip
 
 COLUMN = {
@@ -138,6 +139,9 @@ def test_the_closing_note_says_everything_the_issue_asks_for() -> None:
     assert "2/31 6.5% [1.8,20.7]" in note and "9/29 31.0% [17.0,49.0]" in note
     assert "+24.6 pp [+5.1,+42.2]" in note and "helpful" in note and "+19.0 pp" in note
     assert "no_effect (retired)" in note and "insufficient" in note
+    assert (
+        "pb_new     runtime:model_call prompt_bound 12000  —                      —  " in note
+    )  # no ops yet
     assert "two fleets, cycles 2+: with 7.8% [5.0,12.0] of 230 tool calls · without 18.3%" in note
     assert "(tool calls treated as independent)" in note
     assert "pooled holdout Δ +" in note and "(Mantel–Haenszel, 3 judged entries) · agree in sign: yes" in note
