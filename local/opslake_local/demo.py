@@ -174,7 +174,7 @@ def show_analyst_queries(stack: LocalStack, names: Sequence[str] = ANALYST_QUERI
 
 
 # ---- main ---------------------------------------------------------------------------------------
-def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, agents: int = 6) -> LoopResult:
+def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, agents: int = 8) -> LoopResult:
     """The demo: stack up, closed loop with and without playbooks, report, export, stack down."""
     started = time.perf_counter()
     # Powertools warns when an invocation added no metric; in Lambda that line goes to the log.
