@@ -124,7 +124,12 @@ def analyze(lake: Lake, now: datetime) -> None:
 
 
 def reads(
-    entry_id: str, minutes: float, *, served: Sequence[str] = (), withheld: Sequence[str] = ()
+    entry_id: str,
+    minutes: float,
+    *,
+    served: Sequence[str] = (),
+    withheld: Sequence[str] = (),
+    source: str = "gateway",
 ) -> list[tuple[QueuedOp, datetime]]:
     """GET /playbooks op records as the route writes them since arms exist: per key, the entry
     served (``entry_ids``) or withheld (``withheld_ids``), with ``holdout = '1'``."""
@@ -133,7 +138,7 @@ def reads(
         arm = "entry_ids" if key in served else "withheld_ids"
         found.append(
             QueuedOp(
-                op_id=f"read-{key}-{minutes}", ts=at(minutes), endpoint="/playbooks", source="gateway",
+                op_id=f"read-{key}-{minutes}", ts=at(minutes), endpoint="/playbooks", source=source,
                 agent_id=key, reporter_id=key, success=True, duration_ms=3.0,
                 attributes={arm: entry_id, "holdout": "1"},
             )
@@ -304,6 +309,28 @@ def test_an_entry_that_harms_its_readers_is_retired_as_harmful(jobs_lake: Lake) 
     ]
     assert recorded[-1] == ("deprecate", "consolidator", "judged: harmful")
     assert [d["revision"] for d in deltas(lake)] == list(range(1, len(recorded) + 1))
+
+
+def test_reads_a_client_reports_itself_put_no_key_in_an_arm(jobs_lake: Lake) -> None:
+    """Arms come from the server's own records of GET /playbooks (source gateway or mcp, which no
+    client may claim). A key that reports "/playbooks" reads of its own through /events, say to
+    place itself in an entry's holdout and then fail there, forges nothing: its ops count in no arm."""
+    lake = jobs_lake
+    write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(12)])
+    consolidator(lake, at(30)).run()
+    [entry] = served(lake)["entries"]
+    entry_id = entry["entry_id"]
+    write_ops(
+        lake,
+        [*reads(entry_id, 35, served=["t1", "t2"]), *reads(entry_id, 35, withheld=["h1", "h2"], source="runtime"),
+         *arm_ops("t1", 40, 15, 0), *arm_ops("t2", 40, 15, 0), *arm_ops("h1", 40, 15, 15),
+         *arm_ops("h2", 40, 15, 15)],
+    )  # fmt: skip
+    report = consolidator(lake, at(100), playbook_min_ops_to_judge=10).run()
+    assert report.experiments == {entry_id: "insufficient"} and report.entries_retired == []
+    [row] = query(lake, "SELECT status, treatment_units, holdout_units, holdout_ops FROM playbooks")
+    assert row["status"] == "active" and row["treatment_units"] == 2
+    assert not row["holdout_units"] and not row["holdout_ops"]
 
 
 def test_an_entry_that_makes_no_difference_is_retired_as_no_effect(jobs_lake: Lake) -> None:

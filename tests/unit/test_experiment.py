@@ -39,7 +39,7 @@ SCHEMA = pa.schema(
     [
         ("op_id", pa.string()), ("ts", pa.timestamp("ms")), ("ingested_at", pa.timestamp("ms")),
         ("agent_id", pa.string()), ("reporter_id", pa.string()), ("endpoint", pa.string()),
-        ("task_class", pa.string()), ("success", pa.bool_()), ("event_kind", pa.string()),
+        ("task_class", pa.string()), ("success", pa.bool_()), ("source", pa.string()), ("event_kind", pa.string()),
         ("error_type", pa.string()), ("error", pa.string()),
         ("attributes", pa.map_(pa.string(), pa.string())), ("dt", pa.string()), ("hour", pa.string()),
     ]
@@ -81,7 +81,7 @@ def followed(key: str, minutes: float, ids: str) -> dict:
 def run(sql: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Athena SQL run by DuckDB over ``rows`` as the ``ops`` table."""
     full = [
-        {"event_kind": None, "attributes": {}, **r, "ingested_at": r["ts"], "dt": f"{r['ts']:%Y-%m-%d}",
+        {"event_kind": None, "source": "gateway", "attributes": {}, **r, "ingested_at": r["ts"], "dt": f"{r['ts']:%Y-%m-%d}",
          "hour": f"{r['ts']:%H}"}
         for r in rows
     ]  # fmt: skip

@@ -53,11 +53,13 @@ from opslake.query.sqltext import sql_string, sql_string_list, timestamp_literal
 #: The endpoint and event kind of a follow reported by the SDK (``OpsLake.report_followed``).
 FOLLOWED_ENDPOINT = "playbook:followed"
 FOLLOWED_EVENT_KIND = "playbook_followed"
+#: The sources of the records the server writes of a GET /playbooks read (REST and MCP).
+SERVED_BY = ("gateway", "mcp")
 #: A unit whose records contradict the rules (served first, withheld later): dropped and counted.
 CROSSED = "crossed"
 _ARMS: tuple[str, ...] = get_args(Arm)
 __all__ = [
-    "CROSSED", "FOLLOWED_ENDPOINT", "FOLLOWED_EVENT_KIND", "ArmRow", "Cell", "ExperimentResult", "Rules",
+    "CROSSED", "FOLLOWED_ENDPOINT", "FOLLOWED_EVENT_KIND", "SERVED_BY", "ArmRow", "Cell", "ExperimentResult", "Rules",
     "apply_experiment", "cells", "experiment_since", "experiment_sql", "judge", "measurable",
     "sign_survives", "signature_of_failure", "start_experiments",
 ]  # fmt: skip
@@ -91,7 +93,12 @@ def experiment_sql(
         return None
     counted = trust.sql_predicate("reporter_id")
     where = f"{window_predicate(lookback)} AND {counted}"
-    reads = f"{where} AND endpoint = '/playbooks' AND element_at(attributes, 'holdout') = '1'"
+    # Only the server's own records of a read decide an arm: a client may report "/playbooks" ops
+    # through /events, but never with a source the server reserves (models.ops.RESERVED_SOURCES).
+    reads = (
+        f"{where} AND endpoint = '/playbooks' AND source IN ({sql_string_list(SERVED_BY)}) "
+        "AND element_at(attributes, 'holdout') = '1'"
+    )
     targets = ",\n    ".join(
         f"({sql_string(e.entry_id)}, {sql_string(e.endpoint or '')}, {_nullable(e.task_class)}, "
         f"{_nullable(e.signature_id)}, {timestamp_literal(experiment_since(e, lookback))})"
