@@ -133,16 +133,24 @@ class Invokes(Protocol):
 
 class Invoker:
     """Loads handlers lazily (first invocation = cold start) and invokes them, one invocation at a
-    time per function: a Lambda container serves one request at a time, and handlers rely on it
-    (Powertools' resolver keeps the current event on the module's app), so callers on many threads
-    (the threading HTTP server, the drainer) wait for the function rather than share its state."""
+    time per function: a Lambda container serves one request at a time, and handlers rely on it, so
+    callers on many threads (the threading HTTP server, the drainer) wait for the function rather
+    than share its state. The functions behind API routes also wait for each other: Powertools'
+    resolvers keep the event being resolved on a class they all share (``BaseRouter.current_event``),
+    which in Lambda is one process per function but here is one process for all of them, so two
+    routes resolved at once could record each other's request."""
 
     def __init__(self, template: Template, *, env_overrides: Mapping[str, str] | None = None) -> None:
         self.template = template
         self.env_overrides = dict(env_overrides or {})
         self.functions = template.functions()
         self._handlers: dict[str, Handler] = {}
-        self._locks = {logical_id: threading.Lock() for logical_id in self.functions}
+        api_lock = threading.Lock()  # one for every function behind an API route (see the class doc)
+        behind_api = {route.function for route in template.api_routes()}
+        self._locks = {
+            logical_id: api_lock if logical_id in behind_api else threading.Lock()
+            for logical_id in self.functions
+        }
         self._token = uuid.uuid4().hex[:8]  # a new Invoker gets fresh modules: a new cold start
         reset_shared_caches()
 

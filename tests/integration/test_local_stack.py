@@ -142,3 +142,29 @@ def test_poison_message_goes_to_rejects_and_is_not_retried(local: Local) -> None
     dlq = next(q.dead_letter_queue for q in local.stack.template.queues() if q.dead_letter_queue)
     dlq_url = local.stack.queue_url(dlq)
     assert sqs.receive_message(QueueUrl=dlq_url).get("Messages") is None
+
+
+def test_concurrent_calls_to_different_functions_keep_their_own_routes(local: Local) -> None:
+    """The local stack serves each API call on a thread of one process, while Powertools keeps the
+    event being resolved on a class shared by every function's resolver (``BaseRouter.current_event``).
+    Calls to different functions at once must still be recorded each under its own route (in Lambda
+    each function has its own process; a mixed-up route here would make every local measurement lie)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    calls = [("/tables", f"race-tables-{i}") if i % 2 else ("/model", f"race-model-{i}") for i in range(60)]
+
+    def call(path_and_session: tuple[str, str]) -> int:
+        path, session = path_and_session
+        headers = {"x-api-key": local.key, "x-opslake-session-id": session}
+        return local.http.get(path, headers=headers).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert set(pool.map(call, calls)) == {200}
+    assert local.drainer.drain().failed == 0
+    recorded = {
+        row["session_id"]: row["endpoint"]
+        for data in local.objects("ops/").values()
+        for row in pq.read_table(io.BytesIO(data)).to_pylist()
+        if (row["session_id"] or "").startswith("race-")
+    }
+    assert recorded == {session: path for path, session in calls}
