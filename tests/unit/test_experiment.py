@@ -244,6 +244,30 @@ def test_judged_counts_follow_the_lookback_when_it_moves_past_them() -> None:
     assert verdict == "insufficient" and (kept.judged_treatment_ops, kept.judged_holdout_ops) == (100, 100)
 
 
+def test_an_entry_is_judged_again_once_the_lookback_has_moved_past_its_last_judgement() -> None:
+    """Steady traffic fills a sliding lookback to the same count: once the last judgement lies before
+    the period, every op counted is new, so the entry is judged again (it is never frozen)."""
+    judged = entry(judged_treatment_ops=100, judged_holdout_ops=100, judged_at=T0 - timedelta(hours=1))
+    kept, verdict = judge(judged, HELPS, rules=RULES, now=NOW)
+    assert verdict == "insufficient"  # without the period: the same counts, nothing new
+    kept, verdict = judge(judged, HELPS, rules=RULES, now=NOW, since=LOOKBACK.start)
+    assert verdict == "helpful" and kept.judged_at == NOW
+    recent = judged.model_copy(update={"judged_at": T0 + timedelta(minutes=30)})  # inside the period
+    assert judge(recent, HELPS, rules=RULES, now=NOW, since=LOOKBACK.start)[1] == "insufficient"
+    result = apply_experiment(
+        [judged],
+        [
+            ArmRow("pb_x", k, arm, ops=n, failures=x)
+            for arm, cell in HELPS.items()
+            for k, (n, x) in cell.keys.items()
+        ],
+        rules=RULES,
+        now=NOW,
+        lookback=LOOKBACK,
+    )
+    assert result.verdicts == {"pb_x": "helpful"}
+
+
 def test_experiments_start_when_entries_become_active_and_only_active_entries_are_judged() -> None:
     old = entry(entry_id="pb_old", holdout_share=0.3)
     waiting = entry(entry_id="pb_wait", status="proposed")

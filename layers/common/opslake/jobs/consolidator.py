@@ -442,7 +442,7 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         sql = experiment_sql(self.table, lookback, active, self.trust)
         rows = [ArmRow.from_row(r) for r in self.query(sql, report)] if sql else []
         report.experiment_rows = len(rows)
-        result = apply_experiment(entries, rows, rules=rules, now=now)
+        result = apply_experiment(entries, rows, rules=rules, now=now, lookback=lookback)
         report.experiments = dict(result.verdicts)
         report.entries_graduated, report.entries_retired = result.graduated, result.retired
         report.experiment_units_crossed = result.crossed

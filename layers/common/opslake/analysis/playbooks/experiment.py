@@ -268,10 +268,17 @@ def _round(value: float) -> float:
 
 
 def judge(
-    entry: PlaybookEntry, arms: Mapping[str, Cell] | None, *, rules: Rules, now: datetime
+    entry: PlaybookEntry,
+    arms: Mapping[str, Cell] | None,
+    *,
+    rules: Rules,
+    now: datetime,
+    since: datetime | None = None,
 ) -> tuple[PlaybookEntry, Verdict]:
     """``entry`` with this run's arm tallies, intervals and (when due) its judgement applied, and
-    the verdict (``insufficient`` when not judged). Pure."""
+    the verdict (``insufficient`` when not judged). ``since`` is the start of the period the arms
+    were counted over (:func:`experiment_since`): when the last judgement lies before it, every op
+    counted is new. Pure."""
     treatment, holdout = (arms or {}).get("treatment") or Cell(), (arms or {}).get("holdout") or Cell()
     ops_t, ops_h = treatment.ops, holdout.ops
     x_t, x_h = treatment.failures, holdout.failures
@@ -298,9 +305,18 @@ def judge(
         effect = low = high = 0.0
         update.update(effect=None, effect_low=None, effect_high=None)
 
-    # new ops since the last judgement; a count above today's means the lookback moved past it
-    judged_t = min(entry.judged_treatment_ops, ops_t) if entry.judged_treatment_ops is not None else None
-    judged_h = min(entry.judged_holdout_ops, ops_h) if entry.judged_holdout_ops is not None else None
+    # new ops since the last judgement; a count above today's means the lookback moved past part of
+    # it, and a judgement before the period counted none of today's ops (a sliding lookback under
+    # steady traffic keeps the same count: without this the entry would never be judged again)
+    fresh = since is not None and entry.judged_at is not None and entry.judged_at <= since
+    judged_t, judged_h = (
+        (None, None)
+        if fresh
+        else (
+            None if entry.judged_treatment_ops is None else min(entry.judged_treatment_ops, ops_t),
+            None if entry.judged_holdout_ops is None else min(entry.judged_holdout_ops, ops_h),
+        )
+    )
     update.update(judged_treatment_ops=judged_t, judged_holdout_ops=judged_h)
     enough = min(treatment.units, holdout.units) >= rules.min_units and min(ops_t, ops_h) >= rules.min_ops
     due = (judged_t is None or ops_t - judged_t >= rules.min_ops) and (
@@ -358,16 +374,22 @@ def start_experiments(
 
 
 def apply_experiment(
-    entries: Iterable[PlaybookEntry], rows: Iterable[ArmRow], *, rules: Rules, now: datetime
+    entries: Iterable[PlaybookEntry],
+    rows: Iterable[ArmRow],
+    *,
+    rules: Rules,
+    now: datetime,
+    lookback: Window | None = None,
 ) -> ExperimentResult:
     """Judge every measurable entry on its arms (rows of :func:`experiment_sql` for the same
-    entries); others pass unchanged. Pure."""
+    entries and ``lookback``); others pass unchanged. Pure."""
     by_entry, crossed = cells(rows)
     result = ExperimentResult(entries=[], crossed=crossed)
     for entry in entries:
         if measurable(entry):
             before = entry
-            entry, verdict = judge(entry, by_entry.get(entry.entry_id), rules=rules, now=now)
+            since = experiment_since(entry, lookback) if lookback is not None else None
+            entry, verdict = judge(entry, by_entry.get(entry.entry_id), rules=rules, now=now, since=since)
             result.verdicts[entry.entry_id] = verdict
             if entry.experiment_stage == "graduated" and before.experiment_stage != "graduated":
                 result.graduated.append(entry.entry_id)
