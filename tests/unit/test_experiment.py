@@ -149,6 +149,23 @@ def test_arms_come_from_the_read_records_intent_to_treat_per_key() -> None:
     assert (by_entry["pb_x"]["treatment"].followed, by_entry["pb_x"]["holdout"].followed) == (1, 1)
 
 
+def test_only_calls_count_in_an_arm_never_the_runtimes_reports_about_them() -> None:
+    """An overseer's correction (a success record on the failed call's endpoint) and the runtime's
+    rescue report (its retry is a call of its own) are no calls: counting them would add successes
+    to an arm in proportion to its failures, pulling every effect toward zero."""
+    rows = [
+        read("alice", 10, withheld="pb_x"),
+        op("alice", 11, ok=False),
+        op("alice", 11.5, source="overseer_correction", event_kind="correction"),
+        op("alice", 12, source="runtime", event_kind="rescue"),
+        op("alice", 12.1),  # the retry itself
+        op("alice", 13, ok=False, source="runtime", error_type="result_truncated"),  # a judged answer counts
+    ]
+    sql = experiment_sql("ops", LOOKBACK, [entry()], ReporterTrust())
+    assert sql is not None
+    assert [(r["arm"], r["ops"], r["failures"]) for r in run(sql, rows) if r["ops"]] == [("holdout", 3, 2)]
+
+
 def test_an_entrys_period_starts_with_its_experiment() -> None:
     rows = [read("alice", 10, served="pb_x"), op("alice", 20, ok=False), op("alice", 70)]
     late = entry(experiment_started_at=T0 + timedelta(minutes=60))

@@ -32,6 +32,17 @@ INPUT_TOKENS_ATTRIBUTE = "gen_ai.usage.input_tokens"
 NOT_CALLS = ("log", "rescue", "correction")
 
 
+def calls_only(alias: str = "") -> str:
+    """The records that are calls of their own (SQL predicate): not an agent's /log report, not the
+    runtime's report of a retry (the retry is a call of its own), not an overseer's correction (a
+    claim about a call, recorded as a success on its endpoint)."""
+    p = f"{alias}." if alias else ""
+    return (
+        f"coalesce({p}event_kind, '') NOT IN ({sql_string_list(NOT_CALLS)}) "
+        f"AND coalesce({p}source, '') <> 'overseer_correction'"
+    )
+
+
 def signature_of_failure(alias: str = "") -> str:
     """A failed op's signature computed from the op itself as the analyzer computes it (masking in
     SQL): no join with ``failures``, and a failure the analyzer has not seen yet has one already."""
@@ -60,7 +71,6 @@ def contrast_samples_sql(
     """
     calls = f"""{window_predicate(window)} AND {trust.sql_predicate("reporter_id")}
     AND endpoint NOT IN ({sql_string_list(IGNORED_ENDPOINTS)})"""
-    not_calls = sql_string_list(NOT_CALLS)
     return f"""WITH base AS (
   SELECT op_id, ts, agent_id, reporter_id, session_id, endpoint, coalesce(task_class, '') AS task_class, success,
          source, coalesce(event_kind, '') AS event_kind, error_type, substr(error, 1, {MAX_ERROR_CHARS}) AS error,
@@ -71,7 +81,7 @@ def contrast_samples_sql(
 ), f AS (
   SELECT *, {signature_of_failure()} AS signature_id
   FROM base
-  WHERE NOT success AND event_kind NOT IN ({not_calls})
+  WHERE NOT success AND {calls_only()}
 ), fg AS (
   SELECT endpoint, task_class, signature_id, count(*) AS failures,
          row_number() OVER (ORDER BY count(*) DESC, endpoint, task_class, signature_id) AS group_rank

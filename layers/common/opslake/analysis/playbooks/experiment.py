@@ -9,7 +9,8 @@ and are ignored. This module never recomputes a hash: the records decide.
 
 **Measurement** (:func:`experiment_sql`, one query for every active entry): intent-to-treat per
 (key, entry) from the key's first read of the entry, served or withheld. Every later op of that
-key on the entry's target (its ``endpoint``, and ``task_class`` when set) counts in the key's arm;
+key on the entry's target (its ``endpoint``, and ``task_class`` when set) counts in the key's arm
+(calls only: never a /log report, a rescue report or an overseer's correction about a call);
 a key that moved from holdout to treatment (the share only shrinks, at graduation) counts in
 holdout until its first treatment read. An entry's period starts at ``max(lookback start,
 experiment_started_at)``, the same for both arms. Ops of keys that do not count under the trust
@@ -44,7 +45,7 @@ from datetime import datetime
 from typing import Any, get_args
 
 from opslake.analysis.intervals import design_effect, newcombe, wilson
-from opslake.analysis.playbooks.contrast_sql import signature_of_failure
+from opslake.analysis.playbooks.contrast_sql import calls_only, signature_of_failure
 from opslake.analysis.reporters import ReporterTrust
 from opslake.models.playbooks import Arm, PlaybookEntry, Verdict
 from opslake.models.window import Window
@@ -130,7 +131,7 @@ def experiment_sql(
 ), o AS (
   SELECT reporter_id, ts, endpoint, task_class, success, {signature_of_failure()} AS signature_id
   FROM {table}
-  WHERE {where} AND endpoint IN ({sql_string_list(e.endpoint or "" for e in measured)})
+  WHERE {where} AND {calls_only()} AND endpoint IN ({sql_string_list(e.endpoint or "" for e in measured)})
 ), f AS (
   SELECT reporter_id, r.entry_id, ts
   FROM {table} CROSS JOIN UNNEST(split(element_at(attributes, 'entry_ids'), ',')) AS r(entry_id)
