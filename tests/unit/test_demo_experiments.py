@@ -166,3 +166,28 @@ def test_sign_agreement_and_fix_labels() -> None:
     assert fix_label({"endpoint": None, "task_class": "staff_job", "action": "Describe the table first"}) == (
         "staff_job Describe the table first"
     )
+
+
+def test_the_fleets_delta_of_an_entry_counts_calls_only_as_its_experiment_does() -> None:
+    """A correction or a rescue report on /sql is no call: the experiment leaves them out, so the
+    fleets' Δ beside it must too (else the sign column compares two different measures)."""
+    import duckdb
+    import pyarrow as pa
+
+    from opslake.query.dialect import to_duckdb
+    from opslake_local.experiments import fleet_ops_sql
+
+    since = datetime(2026, 11, 23, tzinfo=UTC)
+    rows = [
+        {"reporter_id": "pb-off-01", "success": False, "source": "gateway", "event_kind": None},
+        {"reporter_id": "pb-off-01", "success": True, "source": "overseer_correction", "event_kind": "correction"},
+        {"reporter_id": "pb-off-01", "success": True, "source": "runtime", "event_kind": "rescue"},
+        {"reporter_id": "pb-off-01", "success": True, "source": "gateway", "event_kind": None},
+    ]  # fmt: skip
+    table = pa.Table.from_pylist(
+        [{**r, "ts": since, "endpoint": "/sql", "task_class": "sql_question"} for r in rows]
+    )
+    con = duckdb.connect()
+    con.register("ops", table)
+    found = con.execute(to_duckdb(fleet_ops_sql(since)).sql).fetchall()
+    assert [(ops, failures) for *_, ops, failures in found] == [(2, 1)]
