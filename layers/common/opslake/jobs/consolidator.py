@@ -29,7 +29,6 @@ One run (every 30 minutes, or a backfill):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -63,7 +62,7 @@ from opslake.analysis.playbooks.experiment import (
     signature_of_failure,
     start_experiments,
 )
-from opslake.analysis.playbooks.quality import QUALITY
+from opslake.analysis.playbooks.quality import QUALITY, quality_label
 from opslake.analysis.reporters import CONSOLIDATOR_REPORTER, ReporterTrust
 from opslake.config import Settings
 from opslake.jobs.base import JobReport, ScheduledJob, wire
@@ -200,8 +199,8 @@ def gate_refusals(reasons: Sequence[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for reason in reasons:
         at = reason.find(QUALITY)
-        if at >= 0:
-            rule = re.split(r" \(|[;:]", reason[at + len(QUALITY) :], maxsplit=1)[0].strip()
+        rule = quality_label(reason[at:]) if at >= 0 else None
+        if rule:
             counts[rule] = counts.get(rule, 0) + 1
     return dict(sorted(counts.items()))
 
