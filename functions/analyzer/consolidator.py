@@ -1,5 +1,5 @@
-"""Scheduled consolidator (EventBridge, every 30 minutes): playbook entries, efficacy, snapshot,
-compaction. Invoke it by hand with ``{"since": ISO-8601, "until": ISO-8601}`` to re-consolidate
+"""Scheduled consolidator (EventBridge, every 30 minutes): playbook entries, their holdout
+experiments, snapshot, compaction. Invoke it by hand with ``{"since": ISO-8601, "until": ISO-8601}`` to re-consolidate
 a window (backfill) without moving the watermark.
 """
 

@@ -45,7 +45,7 @@ from opslake.models.playbooks import (
 )
 
 HEURISTIC = "heuristic"
-MAX_NEW_CONFIDENCE = 0.9  # a new entry has to earn the rest through efficacy
+MAX_NEW_CONFIDENCE = 0.9  # the rest only through merged evidence (a prior for ranking: experiments decide)
 _HTTP_METHODS = frozenset(HTTP_METHODS)
 # The keys a "shaped like" template may show: the tools' request fields and the catalog's columns;
 # any other key is agent text (``"PasteYourApiKeyIntoLog": true``) and is shown as {field}.

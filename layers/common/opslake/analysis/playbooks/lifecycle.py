@@ -126,7 +126,8 @@ def approve(
     entries: Sequence[PlaybookEntry], entry_id: str, now: datetime, *, override_fence: bool = False
 ) -> list[PlaybookEntry]:
     """Publish a proposed entry (``opslake playbooks approve ID``): it is then served whatever its
-    evidence (``approved_at``), until efficacy retires it.
+    evidence (``approved_at``), until its holdout experiment (harmful, no effect) or an
+    operator retires it.
 
     Approving an active entry records the approval; a retired one cannot be approved
     (ValueError). Nor can one whose text the lesson fence refuses (:func:`fence_refusal`), unless
