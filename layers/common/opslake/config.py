@@ -93,7 +93,7 @@ class Settings(BaseModel):
         default=2.0, gt=0, le=24 * 31, description="longest window of evidence one consolidator run reads"
     )
     efficacy_lookback_h: float = Field(
-        default=24.0, gt=0, le=24 * 31, description="outcomes an entry's efficacy is measured over"
+        default=24.0, gt=0, le=24 * 31, description="an entry's holdout experiment's lookback"
     )
     playbooks_key: str = Field(
         default="playbooks/current.json",
