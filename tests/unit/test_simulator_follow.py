@@ -150,6 +150,10 @@ GENERIC = [
     entry("use a prompt of 48000 tokens", "runtime:model_call"),
     entry("send role and state filters", None),  # neither an endpoint nor a task class
     entry("Avoid the call pattern that fails for other agents on /match", "/match"),
+    # a generalized trigger's placeholders ({role}, {city}, {state}) name no field to send
+    entry("Call POST /match for a shortlist, then GET /worker/{id} for the top 5", "/match",
+          trigger="staff job: {role} in {city}, {state}"),
+    entry("Staff it through POST /match", None, task_class="staff_job", trigger="staff job: {role} in {state}"),
 ]  # fmt: skip
 
 

@@ -66,6 +66,7 @@ _ID_SOURCE = re.compile(r"\breturned\s+by\b|\bfrom\b|\banswers?\b|\btake\b|\bfin
 _INSTANCE_ID = re.compile(r"(?<![\w/{])[a-z]{1,4}[-_]?(\d{3,})(?![\w}])")
 _CITY = re.compile(r"\b(?:" + "|".join(re.escape(c.lower()) for c, _ in CITIES) + r")\b")
 _ROLE = re.compile(r"\b(?:" + "|".join(re.escape(r.name.lower()) for r in ROLES) + r")(?:s|es)?\b")
+_PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
 _TOKENS = re.compile(r"\b(\d{1,3}(?:[ ,]\d{3})+|\d+)\s*(k\b)?\s*(?:input\s+)?tokens?\b")
 
 
@@ -99,7 +100,9 @@ def fixes(entry: Mapping[str, Any], plan: TaskPlan, *, min_confidence: float = 0
     text = " ".join(str(entry.get(k) or "") for k in ("trigger", "action", "instead_of"))
     if not _of_this_instance(text, plan):
         return set()
-    lowered = text.lower()
+    # a placeholder generalization wrote ({role}, {city}, {state}) stands for an instance, never
+    # for the field of that name: "staff job: {role} in {city}" tells no one to send a role
+    lowered = _PLACEHOLDER.sub(" ", text.lower())
     fixed = set()
     for mode in TASK_MODES[task_class]:
         steps = set(MODES[mode].endpoints) & set(TASK_ENDPOINTS[task_class])
