@@ -30,7 +30,11 @@ from opslake.analysis.playbooks import (
     quality_refusal,
     rejection_reason,
 )
-from opslake.analysis.playbooks.contrast_sql import FAILURES_PER_GROUP, SUCCESSES_PER_CLASS
+from opslake.analysis.playbooks.contrast_sql import (
+    FAILURES_PER_GROUP,
+    SUCCESSES_PER_CLASS,
+    SUCCESSES_PER_REPORTER,
+)
 from opslake.analysis.reporters import ReporterTrust
 from opslake.models.analysis import Diagnosis
 from opslake.models.window import Window
@@ -145,7 +149,11 @@ def test_each_planted_mistake_of_the_demo_gives_its_specific_entry() -> None:
                 ",".join(sorted(group.fix_names)),
             ]
         )
-        assert group.reporter_count >= 2 and group.agent_count >= 2  # witnesses of both sides
+        assert group.agent_count >= 2  # agents of both sides
+        # reporters are the failing ops' witnesses: one key alone made the rating mistake in this run
+        # (the entry waits, proposed, for a second key); each other fix has two keys behind it
+        solo = group.fix_names == ("workers", "rating")
+        assert group.reporter_count == 1 if solo else group.reporter_count >= 2
 
 
 def test_the_demo_s_contrast_entries_pass_the_fence_and_the_gate_and_name_no_instance() -> None:
@@ -156,7 +164,8 @@ def test_the_demo_s_contrast_entries_pass_the_fence_and_the_gate_and_name_no_ins
     assert not result.rejected
     assert len(result.created) == len(DEMO_FIXES)
     for entry in result.entries:
-        assert entry.status == "active" and entry.source == "contrast"
+        solo = entry.fix_names == ["workers", "rating"]  # one key's failures: proposed, not served
+        assert entry.status == ("proposed" if solo else "active") and entry.source == "contrast"
         assert entry.fix_kind is not None and entry.fix_names and entry.instead_of
         text = f"{entry.trigger} {entry.action} {entry.instead_of}"
         for instance in ("W90519", "w-8013", "1062", "Tucson", "warehouse associate", "'CA'"):
@@ -457,3 +466,72 @@ def test_a_diagnosis_whose_signature_got_a_contrast_fix_is_not_drafted() -> None
     assert len(keys) == len(groups) + 1
     for candidate in drafts.candidates:
         assert rejection_reason(candidate, min_agents=2) is None, candidate.group.group_key
+
+
+# ---- hostile keys --------------------------------------------------------------------------------
+def test_one_key_s_failures_beside_other_keys_successes_are_one_reporter() -> None:
+    """Reporters vouch that a mistake happens: the witnesses of the failing ops. One key that reports
+    failing model calls (claiming several agents) beside the fleet's ordinary successes must not
+    count as three reporters, else it alone publishes "Keep model prompts under 400 input tokens"."""
+    evil = [
+        row("failure", None, n=i, reporter="evil", endpoint="runtime:model_call", error="timed out",
+            input_tokens="500")
+        for i in (1, 2, 3)
+    ]  # fmt: skip
+    honest = [row("success", None, n=i, endpoint="runtime:model_call", input_tokens="400") for i in (4, 5)]
+    (group,) = contrast_groups(evil + honest, trust=TRUST)
+    assert group.fix_kind == "prompt_bound"
+    assert group.reporters == ("evil",) and group.reporter_count == 1
+    # and a fix found the same way from failures of two keys is vouched by both
+    two = [{**r, "reporter_id": "k1"} if r["op_id"] == "failure1" else r for r in evil + honest]
+    (group,) = contrast_groups(two, trust=TRUST)
+    assert group.reporter_count == 2
+
+
+def test_one_key_s_flood_of_successes_does_not_choose_the_real_column() -> None:
+    """The real column is the filler most *reporters* wrote in the failing SQL's hole, and needs two:
+    one key sending many successful queries over another column cannot steer the entry to it."""
+    err = "COLUMN_NOT_FOUND: Column 'wage' cannot be resolved"
+    rows = [
+        row("failure", sql_call("SELECT avg(wage) FROM workers WHERE role = 'nurse'"), n=1, error=err),
+        row("failure", sql_call("SELECT avg(wage) FROM workers WHERE role = 'welder'"), n=2, error=err),
+        row("success", sql_call("SELECT avg(hourly_rate) FROM workers WHERE role = 'cook'"), n=3),
+        row("success", sql_call("SELECT avg(hourly_rate) FROM workers WHERE role = 'driver'"), n=4),
+    ] + [
+        row("success", sql_call(f"SELECT avg(rating) FROM workers WHERE role = 'r{i}'"), n=i, reporter="evil")
+        for i in range(5, 12)
+    ]
+    (group,) = contrast_groups(rows, trust=TRUST)
+    assert group.fix_names == ("workers", "hourly_rate")
+    assert not {f"success{i}" for i in range(5, 12)} & set(group.op_ids)
+    # the flooding key alone gives no column at all
+    alone = [r for r in rows if r["op_id"] not in ("success3", "success4")]
+    assert contrast_groups(alone, trust=TRUST) == []
+
+
+def test_one_key_cannot_crowd_the_other_keys_successes_out_of_the_sample() -> None:
+    """The successes are sampled newest first per (endpoint, task class) with a cap per key: a key
+    flooding the class with fresh successes leaves room for the fleet's own (else its calls alone
+    would be what 'the successes do', e.g. a prompt bound of its choosing)."""
+    ops = demo_ops()
+    end = max(datetime.fromisoformat(o["ts"]) for o in ops)
+    template = next(
+        o
+        for o in ops
+        if (o["endpoint"], o.get("task_class"), o.get("source"), o["success"])
+        == ("/sql", "sql_question", "gateway", True)
+    )
+    flood = [
+        {**template, "op_id": f"flood{i}", "reporter_id": "flooder", "agent_id": f"f{i}", "session_id": f"fs{i}",
+         "ts": (end - timedelta(seconds=i)).isoformat()}
+        for i in range(SUCCESSES_PER_CLASS + 10)
+    ]  # fmt: skip
+    rows = samples(ops + flood)
+    sql_successes = [
+        r
+        for r in rows
+        if r["side"] == "success" and (r["endpoint"], r["task_class"]) == ("/sql", "sql_question")
+    ]
+    flooded = [r for r in sql_successes if r["reporter_id"] == "flooder"]
+    assert 0 < len(flooded) <= SUCCESSES_PER_REPORTER
+    assert len({r["reporter_id"] for r in sql_successes}) > 2

@@ -49,6 +49,7 @@ FAILURE_SHARE = 0.2  # and in at most this share of the failures
 JSON_SUCCESS_SHARE = 0.9
 MIN_SUCCESSES = 2  # successes a fix needs behind it
 MIN_NAME_REPORTERS = 2  # reporters that must have written a wrong name before an entry quotes it
+MIN_SUCCESS_REPORTERS = 2  # keys whose successes must back a fix (one key's successes prove nothing)
 MAX_QUOTED = 3
 WORKER_ROUTE = "/worker/{id}"
 #: Forms of the tools' id patterns, as a reader says them.
@@ -240,7 +241,9 @@ def column_fixes(failures: Sequence[Sample], successes: Sequence[Sample]) -> lis
         holes = [i for i, t in enumerate(tokens) if t == name]
         if not tables or not holes:
             continue
-        fillers: Counter[str] = Counter()
+        # each filler's votes are the keys that wrote it (not its ops): one key sending many
+        # successful queries over another column cannot steer the fix, and a column needs two keys
+        voters: dict[str, set[str]] = defaultdict(set)
         by_filler: dict[str, list[Sample]] = defaultdict(list)
         for success, other in success_tokens:
             if len(other) != len(tokens) or len({other[i] for i in holes}) != 1:
@@ -248,8 +251,9 @@ def column_fixes(failures: Sequence[Sample], successes: Sequence[Sample]) -> lis
             if all(a == b for i, (a, b) in enumerate(zip(tokens, other, strict=True)) if i not in holes):
                 filler = other[holes[0]]
                 if filler != name and filler in CATALOG[tables[0]]:
-                    fillers[filler] += 1
+                    voters[filler].add(success.reporter_id or "")
                     by_filler[filler].append(success)
+        fillers = {c: len(keys) for c, keys in voters.items() if len(keys) >= MIN_SUCCESS_REPORTERS}
         if not fillers:
             continue
         column = min(fillers, key=lambda c: (-fillers[c], c))
@@ -530,7 +534,7 @@ def fixes_for(failures: Sequence[Sample], successes: Sequence[Sample], known: Kn
     """Every rule's fixes for one failure group (same endpoint, task class and signature)."""
     if not failures:
         return []
-    return [
+    found = [
         *column_fixes(failures, successes),
         *fields_fixes(failures, successes),
         *id_format_fixes(failures, successes, known),
@@ -539,6 +543,8 @@ def fixes_for(failures: Sequence[Sample], successes: Sequence[Sample], known: Kn
         *json_body_fixes(failures, successes),
         *prompt_bound_fixes(failures, successes),
     ]
+    # a fix is what other keys' successes do: backed by one key alone, it is that key's word
+    return [f for f in found if len({s.reporter_id for s in f.successes}) >= MIN_SUCCESS_REPORTERS]
 
 
 # ---- groups -------------------------------------------------------------------------------------
@@ -546,7 +552,11 @@ def _group(
     fix: Fix, endpoint: str, task_class: str | None, signature_id: str | None, trust: ReporterTrust
 ) -> CandidateGroup:
     ops = [*fix.failures, *fix.successes]
-    witnesses = cap_witnesses(w for s in ops if (w := trust.witness(s.reporter_id, s.agent_id)) is not None)
+    # the reporters vouch that the mistake happens: the failing ops' witnesses only (the successes
+    # are any keys' ordinary calls; counting them let one key's failures publish an entry alone)
+    witnesses = cap_witnesses(
+        w for s in fix.failures if (w := trust.witness(s.reporter_id, s.agent_id)) is not None
+    )
     agents = sorted({s.agent_id for s in ops})
     failing_inputs = [f.linked_input or f.input_summary for f in fix.failures]
     excerpts = list(dict.fromkeys(t for t in (*failing_inputs, *(f.error for f in fix.failures)) if t))

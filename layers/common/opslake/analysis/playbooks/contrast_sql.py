@@ -24,6 +24,9 @@ from opslake.query.sqltext import sql_string_list, window_predicate
 MAX_CONTRAST_GROUPS = 50  # failure groups (endpoint, task class, signature), the most failures first
 FAILURES_PER_GROUP = 20
 SUCCESSES_PER_CLASS = 50
+#: At most this many of a class's sampled successes come from one key, newest first: one key
+#: flooding a class with its own successes cannot be all that "the successes do".
+SUCCESSES_PER_REPORTER = 10
 MAX_ERROR_CHARS = 500
 MAX_INPUT_CHARS = 2000
 #: The span attribute of a model call's prompt size (OpenTelemetry GenAI semantic conventions).
@@ -61,7 +64,8 @@ def contrast_samples_sql(
       without /log records, retries, corrections and opslake's own routes; the newest
       :data:`FAILURES_PER_GROUP` of each group;
     * successful side: the newest :data:`SUCCESSES_PER_CLASS` successful gateway ops of each
-      (endpoint, task class) above, without answers cut at a row limit (``… (truncated)``); for an
+      (endpoint, task class) above, at most :data:`SUCCESSES_PER_REPORTER` of them from one key,
+      without answers cut at a row limit (``… (truncated)``); for an
       endpoint that is no route (``runtime:model_call``) the runtime's successful ops, retries
       included (the retry with a smaller prompt is the success there).
 
@@ -95,12 +99,18 @@ def contrast_samples_sql(
   WHERE fg.group_rank <= {MAX_CONTRAST_GROUPS}
 ), classes AS (
   SELECT DISTINCT endpoint, task_class FROM fg WHERE group_rank <= {MAX_CONTRAST_GROUPS}
-), ss AS (
-  SELECT b.*, CAST(NULL AS varchar) AS signature_id, CAST(NULL AS bigint) AS failures,
-         row_number() OVER (PARTITION BY b.endpoint, b.task_class ORDER BY b.ts DESC, b.op_id) AS pick
+), sk AS (
+  SELECT b.*, row_number() OVER (PARTITION BY b.endpoint, b.task_class, b.reporter_id ORDER BY b.ts DESC, b.op_id)
+           AS key_pick
   FROM base b JOIN classes c ON b.endpoint = c.endpoint AND b.task_class = c.task_class
   WHERE b.success AND b.output_summary NOT LIKE '% (truncated)'
     AND (b.source = 'gateway' OR (substr(b.endpoint, 1, 1) <> '/' AND b.event_kind NOT IN ('log', 'correction')))
+), ss AS (
+  SELECT op_id, ts, agent_id, reporter_id, session_id, endpoint, task_class, success, source, event_kind,
+         error_type, error, input_summary, output_summary, input_tokens,
+         CAST(NULL AS varchar) AS signature_id, CAST(NULL AS bigint) AS failures,
+         row_number() OVER (PARTITION BY endpoint, task_class ORDER BY ts DESC, op_id) AS pick
+  FROM sk WHERE key_pick <= {SUCCESSES_PER_REPORTER}
 ), sampled AS (
   SELECT 'failure' AS side, op_id, ts, agent_id, reporter_id, session_id, endpoint, task_class, source, error_type,
          error, input_summary, input_tokens, signature_id, failures
