@@ -88,3 +88,43 @@ def test_a_redone_step_names_its_deltas_the_same() -> None:
     assert derived.delta_key(ids[0]) == f"derived/playbook_deltas/{ids[0]}.parquet"
     rows = derived.read_rows(derived.parquet_bytes("playbook_deltas", [d.row() for d in one]))
     assert [(r["delta_id"], r["op"], r["revision"]) for r in rows] == [(ids[0], "update", 1)]
+
+
+def test_the_model_drafts_one_group_at_a_time_and_one_answer_is_at_most_one_add_or_update() -> None:
+    """No step lets a model rewrite the playbook (plan §4): its prompt holds one group's evidence and
+    no entry's text, and one answer adds or updates one entry at most; the others keep their revision."""
+    from opslake.analysis.playbooks import SuccessRow, candidate_groups, distill_groups, merge_candidates
+
+    def success(i: int, agent: str) -> SuccessRow:
+        sql = f"SELECT name, rating FROM workers WHERE city = 'Austin' LIMIT {10 + i}"
+        return SuccessRow(
+            op_id=f"op-{agent}-{i}", endpoint="/sql", agent_id=agent, reporter_id=agent, ts=T0,
+            task_class="staffing_lookup", input_summary="POST /sql " + json.dumps({"sql": sql}), source="gateway",
+        )  # fmt: skip
+
+    others = [
+        entry(
+            entry_id=f"pb_other{i}",
+            status="active",
+            trigger=f"Other trigger {i}",
+            action=f"Keep limit {i} rows",
+        )
+        for i in range(3)
+    ]
+    prompts: list[str] = []
+
+    def ask(prompt: str, schema: dict[str, Any]) -> str:
+        prompts.append(prompt)
+        return json.dumps({
+            "trigger": "Questions about worker ratings", "action": "Select name and rating from workers",
+            "kind": "do", "confidence": 0.6, "domain": "sql", "scope": "project", "evidence_excerpts": ["SELECT name"],
+        })  # fmt: skip
+
+    groups = candidate_groups([success(i, f"a{i}") for i in range(3)], [])
+    drafts = distill_groups(groups, ask, model="gpt-test")
+    assert len(prompts) == len(groups) == 1
+    assert not any(e.trigger in prompts[0] or e.action in prompts[0] for e in others)
+    merged = merge_candidates(others, drafts.candidates, now=END)
+    after, deltas = diff(others, merged.entries, by="gpt-test", at=END)
+    assert [d.op for d in deltas] == ["add"] and len(merged.created) + len(merged.updated) == 1
+    assert [e for e in after if e.entry_id.startswith("pb_other")] == others
