@@ -510,16 +510,26 @@ def json_body_fixes(failures: Sequence[Sample], successes: Sequence[Sample]) -> 
     ]  # fmt: skip
 
 
+def round_down(value: int, digits: int = 2) -> int:
+    """``value`` cut to its first ``digits`` significant digits (11873 → 11000): a bound that stays
+    the same from run to run while the largest success moves a little (the bound is one of the
+    fix's names, so of its entry's id)."""
+    scale = 10 ** max(0, len(str(value)) - digits)
+    return value // scale * scale
+
+
 def prompt_bound_fixes(failures: Sequence[Sample], successes: Sequence[Sample]) -> list[Fix]:
-    """``prompt_bound``: every successful model call's prompt was smaller than every failing one's."""
+    """``prompt_bound``: every successful model call's prompt was smaller than every failing one's;
+    the bound is the largest success's size, rounded down (:func:`round_down`)."""
     failing = [f for f in failures if f.input_tokens is not None]
     passing = [s for s in successes if s.input_tokens is not None]
     if not failing or len(passing) < MIN_SUCCESSES:
         return []
-    bound = max(s.input_tokens or 0 for s in passing)
+    largest = max(s.input_tokens or 0 for s in passing)
     smallest = min(f.input_tokens or 0 for f in failing)
-    if bound >= smallest:
+    if largest >= smallest:
         return []
+    bound = round_down(largest)
     endpoint = failures[0].endpoint
     return [
         Fix(
