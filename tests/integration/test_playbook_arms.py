@@ -215,3 +215,35 @@ def test_search_does_not_find_a_held_out_entry(
     trigger = next(e["trigger"] for e in ENTRIES if e["entry_id"] == withheld[0])  # "before step<nn>"
     assert withheld[0] not in search(trigger.split()[1] + " filter")
     assert {op.reporter_id for op in _records(aws)} == {aws.key_name}
+
+
+def test_an_mcp_read_answers_json_whatever_the_mcp_request_accepts(
+    aws: Aws, load_handler: Callable[..., ModuleType], lambda_context: Any
+) -> None:
+    """The /mcp request's Accept header must not reach GET /playbooks: one that prefers Markdown
+    turned the entry's JSON into Markdown, so resources/read of a served entry answered "no active
+    playbook entry" while its op record said the entry was served (a treatment exposure that never
+    was), and a selection's text was Markdown labelled application/json."""
+    _put(aws, SNAPSHOT)
+    served, _ = _arms(aws.key_name)
+    module = load_handler("functions/gateway/mcp_http.py", **aws.env())
+
+    def request(params: dict[str, Any]) -> dict[str, Any]:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": params}
+        event = api_event("POST", "/mcp", json.dumps(message), key_id=aws.key_id)
+        event["headers"] = {
+            "Content-Type": "application/json", "mcp-protocol-version": "2025-11-25",
+            "Accept": "text/markdown, application/json;q=0.9, text/event-stream;q=0.9",
+        }  # fmt: skip
+        event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
+        answer = module.handler(event, lambda_context)
+        assert answer["statusCode"] == 200, answer
+        body: dict[str, Any] = json.loads(answer["body"])
+        return body
+
+    answer = request({"uri": f"opslake://playbooks/{served[0]}"})
+    assert "error" not in answer, answer
+    assert json.loads(answer["result"]["contents"][0]["text"])["entry_id"] == served[0]
+    (content,) = request({"uri": "opslake://playbooks?limit=50"})["result"]["contents"]
+    assert content["mimeType"] == "application/json" and json.loads(content["text"])["entries"]
+    assert {r.attributes["format"] for r in _records(aws)} == {"json"}

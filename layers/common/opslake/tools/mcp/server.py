@@ -314,6 +314,9 @@ class McpServer:
         # opslake://playbooks/<entry_id> is one entry; opslake://playbooks?endpoint=… a selection
         entry_id = unquote(parts.path[1:]) if parts.path not in ("", "/") else None
         query = {"entry_id": entry_id, "limit": "1"} if entry_id else dict(parse_qsl(parts.query))
+        # the resource is JSON: the /mcp request's Accept (kept for the tools) must not make it
+        # Markdown, which this read could not parse (an entry recorded served, answered "no entry")
+        query["format"] = "json"
         tool = BY_NAME["playbooks"]
         rest_event = synthesize(event.raw_event, method=tool.method, resource=tool.route, query=query)
         status, text, payload, headers = rest_answer(self._resolve(tool, rest_event, context))
