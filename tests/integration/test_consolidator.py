@@ -368,6 +368,12 @@ def test_a_crash_before_the_commit_redoes_the_window_without_duplicates(
         crashing.run()
     report = consolidator(lake, at(65)).run()
     assert len(report.entries_created) == 1 and len(served(lake)["entries"]) == 1
+    # the redone run's deltas replace the crashed run's (whose window ended earlier): no delta twice,
+    # and none of an edit that was never committed
+    assert query(lake, "SELECT count(*) AS n, count(DISTINCT delta_id) AS d FROM playbook_deltas") == [
+        {"n": 1, "d": 1}
+    ]
+    assert [d["op"] for d in deltas(lake)] == ["add"]
 
 
 def test_compaction_runs_in_the_same_schedule(jobs_lake: Lake) -> None:

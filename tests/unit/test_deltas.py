@@ -83,8 +83,9 @@ def test_a_redone_step_names_its_deltas_the_same() -> None:
     two = diff([entry()], [entry(confidence=0.6)], by="heuristic", at=T0 + timedelta(seconds=5))[1]
     assert [d.delta_id for d in one] == [d.delta_id for d in two]
     ids = [d.delta_id for d in one]
-    assert derived.run_deltas_key(END, ids) == derived.run_deltas_key(END, list(reversed(ids)))
-    assert derived.run_deltas_key(END, ids).startswith("derived/playbook_deltas/20261120T103000-")
+    # a run's object is named by the committed state it started from: its redo overwrites it
+    assert derived.run_deltas_key(END) == "derived/playbook_deltas/run-20261120T103000000000.parquet"
+    assert derived.run_deltas_key(None) == "derived/playbook_deltas/run-initial.parquet"
     assert derived.delta_key(ids[0]) == f"derived/playbook_deltas/{ids[0]}.parquet"
     rows = derived.read_rows(derived.parquet_bytes("playbook_deltas", [d.row() for d in one]))
     assert [(r["delta_id"], r["op"], r["revision"]) for r in rows] == [(ids[0], "update", 1)]

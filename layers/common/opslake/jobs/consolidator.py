@@ -391,8 +391,8 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         report.llm_calls = settle_llm_calls(
             self.llm, self.ops_queue, agent_id=LLM_AGENT_ID, purpose="playbook"
         )
-        if deltas:  # before the commit: a crash between them redoes the run, naming the same deltas
-            write_deltas(self.store, derived.run_deltas_key(window.end, [d.delta_id for d in deltas]), deltas)
+        if deltas:  # before the commit: a crash between them redoes the run, which overwrites them
+            write_deltas(self.store, derived.run_deltas_key(lease.state.committed_at), deltas)
             report.deltas_written = len(deltas)
         self.state.commit(
             lease,

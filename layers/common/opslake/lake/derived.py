@@ -14,7 +14,6 @@ signature, is a Glue view over ``ops`` that the analyzer keeps: :func:`opslake.j
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -168,11 +167,14 @@ def diagnosis_key(diagnosis_id: str) -> str:
     return f"{table_prefix('diagnoses')}{diagnosis_id}.parquet"
 
 
-def run_deltas_key(window_end: datetime, delta_ids: Sequence[str]) -> str:
-    """One consolidator run's deltas: named by the run's window end and what they are (sha256 of
-    the delta ids), so a rerun of the same window with the same edits overwrites the object."""
-    digest = hashlib.sha256(",".join(sorted(delta_ids)).encode()).hexdigest()[:8]
-    return f"{table_prefix('playbook_deltas')}{window_end.astimezone(UTC):%Y%m%dT%H%M%S}-{digest}.parquet"
+def run_deltas_key(base_committed_at: datetime | None) -> str:
+    """One consolidator run's deltas, named by the committed state the run started from (its
+    ``committed_at``; ``initial`` before any commit). A run redone after a crash before its commit
+    starts from the same state, so it overwrites the crashed run's object, whose edits never
+    happened: no delta is recorded twice even when the redone window ends later (a name by window
+    end and content kept both). Committed runs start from distinct states, so never share a name."""
+    base = "initial" if base_committed_at is None else f"{base_committed_at.astimezone(UTC):%Y%m%dT%H%M%S%f}"
+    return f"{table_prefix('playbook_deltas')}run-{base}.parquet"
 
 
 def delta_key(delta_id: str) -> str:
