@@ -535,3 +535,18 @@ def test_one_key_cannot_crowd_the_other_keys_successes_out_of_the_sample() -> No
     flooded = [r for r in sql_successes if r["reporter_id"] == "flooder"]
     assert 0 < len(flooded) <= SUCCESSES_PER_REPORTER
     assert len({r["reporter_id"] for r in sql_successes}) > 2
+
+
+def test_a_model_cannot_rewrite_what_a_contrast_entry_says_instead_of() -> None:
+    """A contrast's "instead of" is the failing form the contrast found (wrong names quoted from two
+    reporters, shapes, never an instance). The model's wording of the action is accepted when it
+    names the fix, but its own "instead of" (it reads agent-written excerpts) never replaces the
+    contrast's: it could turn the fix against itself ("instead of role")."""
+    group = next(g for g in demo_groups() if g.fix_kind == "fields")
+    answer = {"trigger": "Staffing a job with POST /match", "kind": "do", "confidence": 0.8, "domain": "staffing",
+              "scope": "project", "evidence_excerpts": ["missing required filter(s)"],
+              "action": "Always include role plus a state (or a city) in the /match body",
+              "instead_of": "a body with role and state"}  # fmt: skip
+    draft, by = distill(group, lambda prompt, schema: answer, model="m")
+    assert by == "m" and draft is not None and draft.action == answer["action"]
+    assert draft.instead_of == group.instead_of == "a body with only need and count"

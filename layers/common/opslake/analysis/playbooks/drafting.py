@@ -300,7 +300,9 @@ def _validated_llm_draft(
     excerpts = [e for e in (sanitize_entry_text(x, MAX_EXCERPT_CHARS) for x in draft.evidence_excerpts) if e]
     if not trigger or not action or not excerpts:
         return None
-    instead_of = draft.instead_of or group.instead_of
+    # a contrast's "instead of" is what it found failing: the model (it reads agent-written
+    # excerpts) words the action, never the failing form it replaces
+    instead_of = group.instead_of if group.fix_kind is not None else draft.instead_of
     return draft.model_copy(
         update={
             "trigger": trigger,
