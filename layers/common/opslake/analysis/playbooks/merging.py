@@ -109,6 +109,27 @@ def _union(old: Sequence[str], new: Iterable[str], cap: int) -> list[str]:
     return merged[-cap:]  # keep the newest evidence
 
 
+def _evidence_added(
+    entry: PlaybookEntry,
+    op_ids: Iterable[str],
+    excerpts: Iterable[str],
+    agents: list[str],
+    agent_count: int,
+    reporters: list[str],
+    trust: ReporterTrust,
+) -> dict[str, object]:
+    """The evidence fields of ``entry`` with more evidence folded in (op ids and excerpts unioned,
+    capped, newest kept; ``agents`` and ``reporters`` as the caller unioned them, counted under ``trust``)."""
+    return {
+        "evidence_op_ids": _union(entry.evidence_op_ids, op_ids, MAX_EVIDENCE),
+        "evidence_excerpts": _union(entry.evidence_excerpts, excerpts, MAX_DRAFT_EXCERPTS),
+        "evidence_agents": agents,
+        "evidence_agent_count": max(entry.evidence_agent_count, agent_count, len(agents)),
+        "evidence_reporters": reporters,
+        "evidence_reporter_count": trust.count(reporters),
+    }
+
+
 def supporting_reporters(candidate: DistilledCandidate) -> tuple[str, ...]:
     """The reporters who vouch for the text ``candidate`` would serve: for a ``/log`` group whose
     action is one of its approaches (as the fence served it, perhaps cut), that approach's
@@ -229,16 +250,15 @@ def merge_candidates(
             confidence = duplicate.confidence + MERGE_PULL * (draft.confidence - duplicate.confidence)
             entries[duplicate.entry_id] = duplicate.model_copy(
                 update={
-                    "evidence_op_ids": _union(duplicate.evidence_op_ids, group.op_ids, MAX_EVIDENCE),
-                    "evidence_excerpts": _union(
-                        duplicate.evidence_excerpts, draft.evidence_excerpts, MAX_DRAFT_EXCERPTS
+                    **_evidence_added(
+                        duplicate,
+                        group.op_ids,
+                        draft.evidence_excerpts,
+                        agents,
+                        group.agent_count,
+                        reporters,
+                        trust,
                     ),
-                    "evidence_agents": agents,
-                    "evidence_agent_count": max(
-                        duplicate.evidence_agent_count, group.agent_count, len(agents)
-                    ),
-                    "evidence_reporters": reporters,
-                    "evidence_reporter_count": trust.count(reporters),
                     "confidence": round(min(1.0, max(0.0, confidence + MERGE_BOOST)), 3),
                     "updated_at": now,
                     **text,
@@ -318,16 +338,15 @@ def merge_entries(
         reporters = cap_witnesses([*into.evidence_reporters, *entry.evidence_reporters])
         by_id[into.entry_id] = into.model_copy(
             update={
-                "evidence_op_ids": _union(into.evidence_op_ids, entry.evidence_op_ids, MAX_EVIDENCE),
-                "evidence_excerpts": _union(
-                    into.evidence_excerpts, entry.evidence_excerpts, MAX_DRAFT_EXCERPTS
+                **_evidence_added(
+                    into,
+                    entry.evidence_op_ids,
+                    entry.evidence_excerpts,
+                    agents,
+                    entry.evidence_agent_count,
+                    reporters,
+                    trust,
                 ),
-                "evidence_agents": agents,
-                "evidence_agent_count": max(
-                    into.evidence_agent_count, entry.evidence_agent_count, len(agents)
-                ),
-                "evidence_reporters": reporters,
-                "evidence_reporter_count": trust.count(reporters),
                 "updated_at": now,
             }
         )
