@@ -27,7 +27,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from opslake.analysis.intervals import mh_risk_difference, newcombe, wilson
-from opslake.analysis.playbooks.contrast_sql import calls_only
 from opslake.query.base import QueryEngine, QueryError
 from opslake.query.sqltext import sql_string, timestamp_literal
 from opslake_local.console import text_table
@@ -68,6 +67,10 @@ FROM playbooks WHERE published_at IS NOT NULL ORDER BY entry_id"""
 def fleet_ops_sql(since: datetime) -> str:
     """Ops and failures per (endpoint, task class, fleet) of the two fleets' keys since ``since``: calls
     only, as the experiments count them (:func:`~opslake.analysis.playbooks.contrast_sql.calls_only`)."""
+    # imported here, not above: opslake.analysis.playbooks builds opslake's logger, and the demo's
+    # modules must import none (test_local_quiet); when this runs, the stack has imported it already
+    from opslake.analysis.playbooks.contrast_sql import calls_only
+
     fleets = " OR ".join(f"reporter_id LIKE {sql_string(p + '-%')}" for p in (WITH_PREFIX, WITHOUT_PREFIX))
     overhead = ", ".join(sql_string(e) for e in _OVERHEAD)
     with_fleet = f"reporter_id LIKE {sql_string(WITH_PREFIX + '-%')}"
