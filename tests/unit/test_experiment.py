@@ -15,11 +15,13 @@ import pytest
 from opslake.analysis import masking
 from opslake.analysis.intervals import design_effect, newcombe, wilson
 from opslake.analysis.playbooks.experiment import (
+    ATHENA_MAX_QUERY_BYTES,
     ArmRow,
     Cell,
     Rules,
     apply_experiment,
     cells,
+    experiment_queries,
     experiment_sql,
     judge,
     sign_survives,
@@ -309,3 +311,29 @@ def test_the_quality_gates_refusals_are_counted_by_rule() -> None:
         "trigger: the text addresses its reader",  # the lesson fence's, not the gate's
     ]
     assert gate_refusals(reasons) == {"restates the endpoint": 2, "tied to one instance": 1}
+
+
+def test_many_entries_are_measured_in_queries_athena_accepts_with_the_same_rows() -> None:
+    """Athena refuses a query over 262,144 bytes, and the consolidator then measures nothing: 500
+    active entries whose endpoints and task classes (agent-chosen names, up to 200 characters) are
+    long made one query of ~360 KB. experiment_queries splits the entries; each entry's rows are its
+    own, so the split changes no row."""
+    many = [
+        entry(entry_id=f"pb_{i:016x}", endpoint=f"tool:{'x' * 190}{i:05d}", task_class=f"{'t' * 195}{i:05d}")
+        for i in range(500)
+    ]
+    queries = experiment_queries("ops", LOOKBACK, many, ReporterTrust())
+    assert len(queries) > 1 and all(len(q.encode()) <= ATHENA_MAX_QUERY_BYTES for q in queries)
+    assert sum(len(q.encode()) for q in queries) > ATHENA_MAX_QUERY_BYTES  # one query would not do
+    for e in many:  # every entry is measured, once
+        assert sum(f"'{e.entry_id}'" in q for q in queries) == 1
+    x, y = entry(), entry(entry_id="pb_y", task_class="sql_question", signature_id=SIG)
+    rows = [read("alice", 10, served="pb_x,pb_y"), op("alice", 11), op("alice", 12, ok=False),
+            read("bob", 20, served="pb_y", withheld="pb_x"), op("bob", 21, ok=False)]  # fmt: skip
+    whole = experiment_sql("ops", LOOKBACK, [x, y], ReporterTrust())
+    assert whole is not None and experiment_queries("ops", LOOKBACK, [x, y], ReporterTrust()) == [whole]
+    split = experiment_queries("ops", LOOKBACK, [x, y], ReporterTrust(), max_bytes=len(whole.encode()) - 1)
+    assert len(split) == 2
+    key = lambda r: (r["entry_id"], r["reporter_id"], r["arm"], r["ops"], r["followed"])  # noqa: E731
+    assert sorted((r for q in split for r in run(q, rows)), key=key) == sorted(run(whole, rows), key=key)
+    assert experiment_queries("ops", LOOKBACK, [entry(status="proposed")], ReporterTrust()) == []

@@ -58,7 +58,7 @@ from opslake.analysis.playbooks.experiment import (
     ArmRow,
     Rules,
     apply_experiment,
-    experiment_sql,
+    experiment_queries,
     signature_of_failure,
     start_experiments,
 )
@@ -438,8 +438,9 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         if not active:
             return entries
         lookback = Window(window.end - timedelta(hours=self.settings.efficacy_lookback_h), window.end)
-        sql = experiment_sql(self.table, lookback, active, self.trust)
-        rows = [ArmRow.from_row(r) for r in self.query(sql, report)] if sql else []
+        # several queries when one would pass Athena's size limit (many entries, long names)
+        queries = experiment_queries(self.table, lookback, active, self.trust)
+        rows = [ArmRow.from_row(r) for sql in queries for r in self.query(sql, report)]
         report.experiment_rows = len(rows)
         result = apply_experiment(entries, rows, rules=rules, now=now, lookback=lookback)
         report.experiments = dict(result.verdicts)

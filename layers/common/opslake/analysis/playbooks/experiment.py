@@ -60,9 +60,9 @@ SERVED_BY = ("gateway", "mcp")
 CROSSED = "crossed"
 _ARMS: tuple[str, ...] = get_args(Arm)
 __all__ = [
-    "CROSSED", "FOLLOWED_ENDPOINT", "FOLLOWED_EVENT_KIND", "SERVED_BY", "ArmRow", "Cell", "ExperimentResult", "Rules",
-    "apply_experiment", "cells", "experiment_since", "experiment_sql", "judge", "measurable",
-    "sign_survives", "signature_of_failure", "start_experiments",
+    "ATHENA_MAX_QUERY_BYTES", "CROSSED", "FOLLOWED_ENDPOINT", "FOLLOWED_EVENT_KIND", "SERVED_BY", "ArmRow", "Cell",
+    "ExperimentResult", "Rules", "apply_experiment", "cells", "experiment_queries", "experiment_since",
+    "experiment_sql", "judge", "measurable", "sign_survives", "signature_of_failure", "start_experiments",
 ]  # fmt: skip
 _DIGITS = 6
 
@@ -151,6 +151,35 @@ SELECT u.entry_id, u.reporter_id, {arm.format(ts="f.ts")} AS arm, 0 AS ops, 0 AS
 FROM units u JOIN targets t ON t.entry_id = u.entry_id
 JOIN f ON f.reporter_id = u.reporter_id AND f.entry_id = u.entry_id AND f.ts >= greatest(t.since, {first})
 GROUP BY 1, 2, 3"""
+
+
+#: Athena refuses a query string longer than this (its service quota, in bytes).
+ATHENA_MAX_QUERY_BYTES = 262_144
+
+
+def experiment_queries(
+    table: str,
+    lookback: Window,
+    entries: Sequence[PlaybookEntry],
+    trust: ReporterTrust,
+    *,
+    max_bytes: int = ATHENA_MAX_QUERY_BYTES,
+) -> list[str]:
+    """:func:`experiment_sql` of every measurable entry, split into queries of at most ``max_bytes``
+    (each entry's rows depend on its own target and reads only, so the split changes no row): the
+    targets list grows with the active entries and their agent-chosen endpoints and task classes,
+    and one query over Athena's limit would leave every entry unmeasured. Empty when none is measurable."""
+    measured = [e for e in entries if measurable(e)]
+    sql = experiment_sql(table, lookback, measured, trust)
+    if sql is None:
+        return []
+    if len(sql.encode()) <= max_bytes or len(measured) == 1:
+        return [sql]
+    half = len(measured) // 2
+    return [
+        *experiment_queries(table, lookback, measured[:half], trust, max_bytes=max_bytes),
+        *experiment_queries(table, lookback, measured[half:], trust, max_bytes=max_bytes),
+    ]
 
 
 @dataclass(frozen=True)
