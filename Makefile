@@ -78,3 +78,4 @@ build: $(SAM_VENV)/bin/sam  ## sam build (python3.12 Lambda artefacts in .aws-sa
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam out .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	$(BIN)/python bench/bench_experiment.py
