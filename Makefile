@@ -59,6 +59,7 @@ bench: setup  ## benchmarks (not tests): figures go to bench/README.md
 	$(BIN)/python bench/bench_analyzer.py
 	$(BIN)/python bench/bench_compaction.py
 	$(BIN)/python bench/bench_consolidator.py
+	$(BIN)/python bench/bench_experiment.py
 	$(BIN)/python bench/bench_search.py
 	$(BIN)/python bench/bench_mcp.py
 	$(BIN)/python bench/bench_ask.py
@@ -78,4 +79,3 @@ build: $(SAM_VENV)/bin/sam  ## sam build (python3.12 Lambda artefacts in .aws-sa
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam out .pytest_cache .mypy_cache .ruff_cache .hypothesis
-	$(BIN)/python bench/bench_experiment.py
