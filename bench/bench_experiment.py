@@ -14,7 +14,8 @@ the arms split by :func:`opslake.models.playbooks.arm_of` as serving does. The f
 nothing. 3 % of a treated key's target ops are preceded by a ``playbook:followed`` op for one of
 its served entries (0.2 % of a held-out key's: contamination).
 
-Then, as the consolidator's experiment step: :func:`experiment_sql` over the lake's lookback
+Then, as the consolidator's experiment step: :func:`experiment_queries` (:func:`experiment_sql`
+split under Athena's query size limit) over the lake's lookback
 (``efficacy_lookback_h`` back from the day's end), rows → :class:`ArmRow`, and
 :func:`apply_experiment` with the ``playbook_*`` settings. Prints the query's wall time, rows,
 bytes scanned, this process's peak RSS during the query (VmHWM, reset just before; the plant is
@@ -308,6 +309,17 @@ def engine_over(folder: Path, settings: Any) -> Any:
     )
 
 
+def queries_of(lookback: Window, entries: list[PlaybookEntry], trust: ReporterTrust) -> list[str]:
+    """The experiment's queries as the consolidator runs them (split under Athena's query size
+    limit), or the one query of a checkout without the split (``OPSLAKE_BENCH_ROOT``)."""
+    try:
+        from opslake.analysis.playbooks.experiment import experiment_queries
+    except ImportError:
+        sql = experiment_sql(TABLE, lookback, entries, trust)
+        return [sql] if sql else []
+    return list(experiment_queries(TABLE, lookback, entries, trust))
+
+
 def rss_mb(field: str) -> float:
     """VmRSS (now) or VmHWM (peak since the last reset) of this process, in MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -354,33 +366,35 @@ def main() -> None:
     entries = planted_entries(args.entries)
     end = DAY_END + timedelta(seconds=1)  # the last ops are ingested 200 ms after their ts
     lookback = Window(end - timedelta(hours=settings.efficacy_lookback_h), end)
-    sql = experiment_sql(TABLE, lookback, entries, ReporterTrust.from_settings(settings))
-    assert sql is not None
-    print(f"query: {len(sql):,} characters for {len(entries)} entries")
-    result = None
+    trust = ReporterTrust.from_settings(settings)
+    queries = queries_of(lookback, entries, trust)
+    label = "query" if len(queries) == 1 else "queries"
+    print(f"{len(queries)} {label}: {sum(len(q) for q in queries):,} characters for {len(entries)} entries")
+    records: list[dict[str, Any]] = []
     for run in range(1, args.runs + 1):
         gc.collect()
         rss_before = rss_mb("VmRSS")
         can_reset = reset_peak_rss()
         started = time.perf_counter()
-        result = engine.run(sql, timeout_s=900.0)
+        results = [engine.run(sql, timeout_s=900.0) for sql in queries]
         wall = time.perf_counter() - started
         peak = rss_mb("VmHWM")
+        records = [record for result in results for record in result.records()]
         print(
-            f"query run {run}: {wall:.2f} s wall; {len(result.rows):,} rows; bytes scanned "
-            f"{(result.bytes_scanned or 0) / 1e6:.1f} MB in {len(result.files_read or [])} files"
+            f"query run {run}: {wall:.2f} s wall; {len(records):,} rows; bytes scanned "
+            f"{sum(r.bytes_scanned or 0 for r in results) / 1e6:.1f} MB in "
+            f"{sum(len(r.files_read or []) for r in results)} files"
             + (
                 f"; RSS {rss_before:.0f} MB before, peak {peak:.0f} MB (+{peak - rss_before:.0f} MB)"
                 if can_reset
                 else ""
             )
         )
-    assert result is not None
 
     rules = Rules.from_settings(settings)
     now = DAY_END + timedelta(minutes=30)
     started = time.perf_counter()
-    rows = [ArmRow.from_row(r) for r in result.records()]
+    rows = [ArmRow.from_row(r) for r in records]
     judged = apply_experiment(entries, rows, rules=rules, now=now, lookback=lookback)
     judge_s = time.perf_counter() - started
     arms = Counter(r.arm for r in rows)
