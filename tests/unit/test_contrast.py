@@ -37,6 +37,7 @@ from opslake.analysis.playbooks.contrast_sql import (
 )
 from opslake.analysis.reporters import ReporterTrust
 from opslake.models.analysis import Diagnosis
+from opslake.models.playbooks import MAX_ACTION_CHARS, MAX_FIX_NAMES
 from opslake.models.window import Window
 from opslake.query.dialect import to_duckdb
 
@@ -329,6 +330,47 @@ def test_fields_without_an_error_list_come_from_the_bodies() -> None:
     (group,) = contrast_groups(rows, trust=TRUST)
     assert group.fix_names == ("role",)  # "evil" is no tool field: never named
     assert group.fix_action == "Send role in the POST /match body"
+
+
+def many_fields_rows(fields: list[str]) -> list[dict[str, Any]]:
+    """Failing /match calls whose error lists ``fields`` as missing, beside successes sending them all."""
+    err = f"missing required field(s): {', '.join(fields)}"
+    full = {f: 1 for f in fields}
+    return [
+        row("failure", 'POST /match {"need":"x"}', n=i, error=err, endpoint="/match", error_type="bad_request")
+        for i in (1, 2, 3)
+    ] + [
+        row("success", "POST /match " + json.dumps({**full, "need": "x", "count": i}), n=i, endpoint="/match")
+        for i in (4, 5, 6)
+    ]  # fmt: skip
+
+
+def test_a_fields_fix_with_more_names_than_an_entry_holds_is_not_stated_and_the_run_goes_on() -> None:
+    """An entry holds at most MAX_FIX_NAMES names: a fix needing more (or whose action would be cut
+    short, leaving fields out) is no fix; it used to reach the merge and fail the entry's validation."""
+    many = [
+        "role",
+        "state",
+        "city",
+        "skills",
+        "certifications",
+        "availability",
+        "min_rating",
+        "max_rate",
+        "hours",
+    ]
+    assert len(many) > MAX_FIX_NAMES
+    groups = contrast_groups(many_fields_rows(many), trust=TRUST)
+    assert [g for g in groups if g.fix_kind == "fields"] == []
+    result = merge_candidates([], distill_groups(groups).candidates, now=NOW)  # no ValidationError
+    assert all(len(e.fix_names) <= MAX_FIX_NAMES for e in result.entries)
+    # within the limit the fix is stated whole, and the merge makes a valid entry of it
+    few = many[:4]
+    (group,) = contrast_groups(many_fields_rows(few), trust=TRUST)
+    assert sorted(group.fix_names) == sorted(few) and group.fix_action is not None
+    assert all(name in group.fix_action for name in few) and len(group.fix_action) <= MAX_ACTION_CHARS
+    (entry,) = merge_candidates([], distill_groups([group]).candidates, now=NOW).entries
+    assert sorted(entry.fix_names) == sorted(few) and entry.action == group.fix_action
 
 
 def test_id_format_shows_shapes_never_instances() -> None:

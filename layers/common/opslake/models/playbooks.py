@@ -45,6 +45,7 @@ HOLDOUT_SALT = "opslake-holdout-v1"
 HOLDOUT_NEW = 0.5
 HOLDOUT_GRADUATED = 0.05
 MAX_INSTEAD_OF_CHARS = 120
+MAX_FIX_NAMES = 8  # the concrete names one contrast fix may carry (a fix needing more is not stated)
 Confidence = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Rate = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
@@ -143,7 +144,7 @@ class PlaybookEntry(BaseModel):
     merged_into: Id | None = Field(default=None, description="the entry a merge folded this one into")
     instead_of: InsteadOf | None = None
     fix_kind: FixKind | None = None
-    fix_names: Annotated[list[Id], Field(max_length=8)] = Field(
+    fix_names: Annotated[list[Id], Field(max_length=MAX_FIX_NAMES)] = Field(
         default_factory=list,
         description="the concrete names of a contrast fix (table, column, fields, id pattern)",
     )

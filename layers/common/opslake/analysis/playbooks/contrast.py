@@ -11,7 +11,7 @@ kind            found when
 ``column``      the error names an unresolved column, and successes whose SQL is the failing SQL with
                 one identifier in its place (literals aside) give the real column of the ``FROM`` table
 ``fields``      the error lists the missing fields, or JSON body keys in >= 80 % of successes and
-                <= 20 % of failures
+                <= 20 % of failures (stated whole or not at all: at most ``MAX_FIX_NAMES`` of them)
 ``id_format``   the ids in the failing paths have shapes no success has (digits read as 9)
 ``id_source``   not-found ids of the right form: the calls that answered earlier in successful
                 sessions (>= 80 %; and, when some do, in <= 20 % of failing ones)
@@ -41,7 +41,14 @@ from opslake.analysis.fence import CATALOG, HTTP_METHODS, TOOL_FIELDS, KnownName
 from opslake.analysis.heuristics import _COLUMN_NAMES, _MISSING_FIELDS, _REQUIRED_FIELD, _clean
 from opslake.analysis.playbooks.grouping import CandidateGroup, group_key, input_shape
 from opslake.analysis.reporters import ReporterTrust, cap_witnesses
-from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, FixKind
+from opslake.models.playbooks import (
+    MAX_ACTION_CHARS,
+    MAX_DRAFT_EXCERPTS,
+    MAX_EVIDENCE,
+    MAX_FIX_NAMES,
+    MAX_TRACKED_AGENTS,
+    FixKind,
+)
 from opslake.models.tools import WORKER_ID_PATTERN
 
 SUCCESS_SHARE = 0.8  # a trait of the successes: in at least this share of them
@@ -326,12 +333,17 @@ def fields_fixes(failures: Sequence[Sample], successes: Sequence[Sample]) -> lis
     phrases = [g[0] if len(g) == 1 else f"a {_or(list(g))}" for g in groups]
     method = _method(f for f, _ in failing) or _method(s for s, _ in passing)
     endpoint = failures[0].endpoint
+    do = f"Send {_and(phrases)} in the {_route_call(method, endpoint)} body"
+    # a fix is stated whole or not at all: more names than an entry holds, or an action cut short,
+    # would serve a partial list of the fields (a reader following it still fails)
+    if len(groups) > MAX_FIX_NAMES or len(do) > MAX_ACTION_CHARS:
+        return []
     sent = Counter(tuple(k for k in b if k in TOOL_FIELDS) for _, b in failing).most_common(1)[0][0]
     instead = f"a body with only {_and(list(sent))}" if sent else "a body without them"
     return [
         Fix(
-            "fields", tuple("|".join(g) for g in groups), f"Building a {_route_call(method, endpoint)} body",
-            f"Send {_and(phrases)} in the {_route_call(method, endpoint)} body", instead,
+            "fields", tuple("|".join(g) for g in groups), f"Building a {_route_call(method, endpoint)} body", do,
+            instead,
             tuple(f for f, _ in failing), tuple(s for s, b in passing if all(has(b, g) for g in groups)),
         )
     ]  # fmt: skip
@@ -553,8 +565,14 @@ def fixes_for(failures: Sequence[Sample], successes: Sequence[Sample], known: Kn
         *json_body_fixes(failures, successes),
         *prompt_bound_fixes(failures, successes),
     ]
-    # a fix is what other keys' successes do: backed by one key alone, it is that key's word
-    return [f for f in found if len({s.reporter_id for s in f.successes}) >= MIN_SUCCESS_REPORTERS]
+    # a fix is what other keys' successes do: backed by one key alone, it is that key's word; and
+    # an entry holds at most MAX_FIX_NAMES names (every rule above stays within it; kept here too)
+    return [
+        f
+        for f in found
+        if len({s.reporter_id for s in f.successes}) >= MIN_SUCCESS_REPORTERS
+        and len(f.names) <= MAX_FIX_NAMES
+    ]
 
 
 # ---- groups -------------------------------------------------------------------------------------
