@@ -301,10 +301,11 @@ def test_an_entry_that_harms_its_readers_is_retired_as_harmful(jobs_lake: Lake) 
     assert (row["last_verdict"], row["harmful_count"]) == ("harmful", 1)
     assert served(lake)["entries"] == []
     recorded = [(d["op"], d["by"], d["reason"]) for d in deltas(lake)]
-    # created active; the holdout keys' successes fold in as evidence; the judgement retires it
+    # created active (the heuristic drafted it); the holdout keys' successes fold in as evidence (the
+    # consolidator's edit: no distiller drafted anything); the judgement retires it
     assert recorded == [
         ("add", "heuristic", "evidence"),
-        ("update", "heuristic", "evidence"),
+        ("update", "consolidator", "evidence"),
         ("deprecate", "consolidator", "judged: harmful"),
     ]
     assert recorded[-1] == ("deprecate", "consolidator", "judged: harmful")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from opslake.analysis.playbooks.deltas import delta_id, diff
+from opslake.analysis.playbooks.deltas import delta_id, diff, merge_author
 from opslake.lake import derived
 from opslake.models.playbooks import PlaybookEntry
 
@@ -129,3 +129,44 @@ def test_the_model_drafts_one_group_at_a_time_and_one_answer_is_at_most_one_add_
     after, deltas = diff(others, merged.entries, by="gpt-test", at=END)
     assert [d.op for d in deltas] == ["add"] and len(merged.created) + len(merged.updated) == 1
     assert [e for e in after if e.entry_id.startswith("pb_other")] == others
+
+
+def test_an_evidence_fold_is_the_consolidator_s_edit_and_only_drafted_text_the_distiller_s() -> None:
+    """The merge step's deltas: a new entry, or a proposed entry's text replaced by a model's draft,
+    is the distiller's; more evidence folded into an entry (its text unchanged) is the consolidator's,
+    not the original distiller's (a model that drafted the entry last week did not edit it today)."""
+    from opslake.analysis.playbooks import SuccessRow, candidate_groups, distill_groups, merge_candidates
+
+    def success(i: int, agent: str) -> SuccessRow:
+        sql = f"SELECT name, rating FROM workers WHERE city = 'Austin' LIMIT {10 + i}"
+        return SuccessRow(
+            op_id=f"op-{agent}-{i}", endpoint="/sql", agent_id=agent, reporter_id=agent, ts=T0,
+            task_class="staffing_lookup", input_summary="POST /sql " + json.dumps({"sql": sql}), source="gateway",
+        )  # fmt: skip
+
+    def ask(prompt: str, schema: dict[str, Any]) -> str:
+        return json.dumps({
+            "trigger": "Questions about worker ratings", "action": "Select name and rating from workers",
+            "kind": "do", "confidence": 0.6, "domain": "sql", "scope": "project", "evidence_excerpts": ["SELECT name"],
+        })  # fmt: skip
+
+    first = distill_groups(
+        candidate_groups([success(i, f"a{i}") for i in range(3)], []), ask, model="gpt-test"
+    )
+    created = merge_candidates([], first.candidates, now=T0)
+    entries, [add] = diff([], created.entries, by=merge_author([]), reason="evidence", at=T0)
+    assert (add.op, add.by) == ("add", "gpt-test")
+    # the next run: new evidence of the same advice folds into the entry; no text changes
+    later = distill_groups(
+        candidate_groups([success(i, f"b{i}") for i in range(3)], []), ask, model="gpt-test"
+    )
+    folded = merge_candidates(entries, later.candidates, now=END)
+    assert folded.updated == [add.entry_id] and not folded.created
+    _, [update] = diff(entries, folded.entries, by=merge_author(entries), reason="evidence", at=END)
+    assert (update.op, update.by) == ("update", "consolidator")
+    assert "action" not in json.loads(update.changes_json)
+    # a proposed entry whose text a better-supported draft replaces: the draft's distiller wrote it
+    renamed = entries[0].model_copy(
+        update={"action": "Select name from workers", "distilled_by": "heuristic"}
+    )
+    assert merge_author([renamed])(entries[0]) == "gpt-test"

@@ -47,7 +47,7 @@ from opslake.analysis.playbooks import (
     review,
     snapshot,
 )
-from opslake.analysis.playbooks.deltas import Delta, diff
+from opslake.analysis.playbooks.deltas import Delta, diff, merge_author
 from opslake.analysis.playbooks.evidence_sql import (
     evidence_ops,
     log_tallies_sql,
@@ -321,7 +321,7 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         recorded, deltas = diff(
             entries,
             merged.entries,
-            by=lambda e: e.distilled_by or "consolidator",
+            by=merge_author(entries),
             reason="evidence",
             at=now,
             run_window_end=window.end,

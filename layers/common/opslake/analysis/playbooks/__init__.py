@@ -33,7 +33,7 @@ fence) stays served and is reported at every run; approving a refused entry take
 
 from opslake.analysis.playbooks.contrast import CallShape, Fix, contrast_groups, parse_call
 from opslake.analysis.playbooks.contrast_sql import contrast_samples_sql, signature_of_failure
-from opslake.analysis.playbooks.deltas import Delta, delta_id, diff
+from opslake.analysis.playbooks.deltas import Delta, delta_id, diff, merge_author
 from opslake.analysis.playbooks.drafting import (
     HEURISTIC,
     AskLlm,
@@ -139,6 +139,7 @@ __all__ = [
     "judge",
     "lesson_key",
     "log_tallies_sql",
+    "merge_author",
     "merge_candidates",
     "merge_entries",
     "names_fix",

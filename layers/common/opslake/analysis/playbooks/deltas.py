@@ -12,7 +12,8 @@ an edit, not a heartbeat.
 :func:`~.lifecycle.review`), ``approve`` (an operator), ``graduate`` (helpful in its experiment),
 ``merge`` (folded into ``merged_into``), ``deprecate`` (retired: harmful, no effect, an operator),
 else ``update`` (evidence folded in, a judgement's counters, text of a proposed entry).
-``by`` is who made it: ``heuristic`` or the model's name (a distiller), ``consolidator``, ``operator``.
+``by`` is who made it: ``heuristic`` or the model's name (a distiller) for what it drafted (a new
+entry, or new text of a proposed one: :func:`merge_author`), else ``consolidator`` or ``operator``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ TALLIES = frozenset({
     "holdout_rate_low", "holdout_rate_high", "effect", "effect_low", "effect_high", "design_effect",
     "followed_treatment", "followed_holdout", "counted_correction_ids", "correction_reporters",
 })  # fmt: skip
+
+
+#: Fields a distiller's draft writes: a merge that changes one of them put the draft's text in.
+DRAFTED = frozenset({"trigger", "action", "instead_of", "distilled_by"})
+CONSOLIDATOR = "consolidator"
 
 
 @dataclass(frozen=True)
@@ -133,3 +139,18 @@ def diff(
         )
         entries.append(entry)
     return entries, deltas
+
+
+def merge_author(before: Iterable[PlaybookEntry]) -> Callable[[PlaybookEntry], str]:
+    """``by`` for the merge step's deltas: a new entry, or a proposed entry's text replaced by a
+    draft, is the distiller's work (``distilled_by``); evidence folded into an entry, its text
+    unchanged, is the consolidator's edit (crediting it to the entry's original distiller would
+    say a model wrote what no model touched)."""
+    old = {e.entry_id: e for e in before}
+
+    def by(entry: PlaybookEntry) -> str:
+        previous = old.get(entry.entry_id)
+        drafted = previous is None or any(getattr(previous, f) != getattr(entry, f) for f in DRAFTED)
+        return (entry.distilled_by or CONSOLIDATOR) if drafted else CONSOLIDATOR
+
+    return by
