@@ -26,8 +26,11 @@ import importlib.util, sys
 spec = importlib.util.spec_from_file_location("handler_under_test", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-# the analysis package's efficacy and playbook logic (~100 ms) belong to the jobs: /ask needs its reporters only
-heavy = ("pyarrow", "duckdb", "sqlglot", "moto", "opslake_local", "opslake.analysis.efficacy", "opslake.analysis.playbooks")
+# the analysis package's correction counters and playbook logic (~100 ms) belong to the jobs: /ask needs its reporters only
+heavy = (
+    "pyarrow", "duckdb", "sqlglot", "moto", "opslake_local", "opslake.analysis.corrections",
+    "opslake.analysis.playbooks",
+)
 print(",".join(sorted(name for name in heavy if name in sys.modules)))
 """
 

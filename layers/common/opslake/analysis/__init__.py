@@ -3,7 +3,7 @@
 rates and their differences (no I/O).
 
 Names resolve lazily: a function that needs one module (``POST /ask`` the prompts' data fence,
-the lesson fence's vocabulary) does not import the others (efficacy, playbooks: ~100 ms).
+the lesson fence's vocabulary) does not import the others (corrections, playbooks: ~100 ms).
 """
 
 from opslake._lazy import lazy_exports
@@ -11,7 +11,7 @@ from opslake._lazy import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "efficacy": ("CorrectionResult", "OutcomeRow", "count_corrections"),
+        "corrections": ("CorrectionResult", "OutcomeRow", "count_corrections"),
         "fence": ("KnownNames", "default_known", "instruction_refusal", "lesson_refusal"),
         "heuristics": ("classify", "diagnose_heuristically"),
         "intervals": ("design_effect", "mh_risk_difference", "newcombe", "wilson"),

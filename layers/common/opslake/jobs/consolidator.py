@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from opslake.analysis.efficacy import OutcomeRow, count_corrections
+from opslake.analysis.corrections import OutcomeRow, count_corrections
 from opslake.analysis.playbooks import (
     approve,
     contrast_groups,
@@ -163,7 +163,7 @@ WHERE avoid AND created_at >= {timestamp_literal(window.start)} AND created_at <
 def corrections_sql(
     table: str, lookback: Window, endpoints: Sequence[str], trust: ReporterTrust | None = None
 ) -> str:
-    """What decides overseer corrections (:mod:`opslake.analysis.efficacy`): the corrections and
+    """What decides overseer corrections (:mod:`opslake.analysis.corrections`): the corrections and
     every op carrying a ``sig_hash``, one row each (their order within a session matters; they
     keep their ``reporter_id``, since a correction counts by who sent it), and the failures on the
     endpoints active entries target, each with its signature (:func:`signature_of_failure`),

@@ -1,6 +1,8 @@
-"""Overseer corrections matched to what happened next: counters on the entries they concern,
-displayed beside the entries and moving nothing else (whether an entry helps is decided by its
-holdout experiment, :mod:`opslake.analysis.playbooks.experiment`). Pure: the consolidator passes the rows.
+"""Overseer-correction counters: each correction matched to what happened next, counted for or
+against the entries it concerns (``corrections_for`` / ``corrections_against``), shown beside them
+and moving nothing else. Whether an entry helps is its holdout experiment's to say
+(:mod:`opslake.analysis.playbooks.experiment`), no longer a before/after measure here. Pure: the
+consolidator passes the rows.
 
 **Overseer corrections** (``source`` = ``overseer_correction`` with ``sig_hash`` and
 ``applied_at_turn``): later outcomes are the other rows with the same signature (``signature_id``
@@ -36,7 +38,8 @@ CORRECTION_SOURCE = "overseer_correction"
 
 
 class OutcomeRow(OpRow):
-    """An op as efficacy reads it (outcomes and overseer corrections alike)."""
+    """An op as the correction counter reads it: an overseer correction, or an outcome that
+    follows one (same signature, later) and decides whether it is validated."""
 
     success: bool
     reporter_id: str | None = None  # the API key (server-set); the consolidator keeps it for corrections

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from opslake.analysis.efficacy import OutcomeRow, count_corrections, matching_entries
+from opslake.analysis.corrections import OutcomeRow, count_corrections, matching_entries
 from opslake.analysis.reporters import ReporterTrust
 from opslake.models.playbooks import PlaybookEntry
 
