@@ -6,6 +6,7 @@ datasets (ranking in ``matching``); ``snapshots`` serves S3 objects the jobs pub
 LLM state) from a per-container cache; ``playbook_arms`` splits a reader's playbook selection into
 the entries it is served and those its holdout arms withhold; ``playbook_markdown`` writes active
 playbook entries as Markdown (``GET /playbooks?format=md``, ``opslake playbooks export``);
+``playbooks`` answers ``GET /playbooks`` (format negotiation, ``ETag``, the arms' op record);
 ``search`` answers ``POST /search`` (a SQL prefilter, then the BM25 of ``bm25``); ``ask`` answers
 ``POST /ask`` (a model plans SQL over the catalog, ``sql`` runs it, the model answers from the
 rows, ``grounding`` checks the answer against them; prompts in ``ask_prompts``, the model in
@@ -37,6 +38,14 @@ __all__, __getattr__ = lazy_exports(
         "matching": ("Candidate", "Match", "rank"),
         "playbook_arms": ("joined_ids", "split_arms", "visible_entries"),
         "playbook_markdown": ("render_entries", "skill_files"),
+        "playbooks": (
+            "PlaybooksAnswer",
+            "etag_matches",
+            "etag_of",
+            "media_q",
+            "playbooks_answer",
+            "wants_markdown",
+        ),
         "search": ("SearchAnswer", "SearchRequest", "parse_search_request", "prefilter_sql", "search"),
         "snapshots": (
             "CachedJsonObject",
