@@ -266,12 +266,14 @@ def test_a_task_that_follows_an_entry_writes_the_column_and_reports_the_follow()
     assert stats.entries_followed == {"pb_column": 1}
     assert stats.fixed_by == {"sql_guessed_column": {"pb_column": 1}}
     reports = [op for _, path, body in api.requests if path == "/events" for op in body["ops"]]
-    assert reports == [
-        {"agent_id": "pb-on-01", "session_id": "s-1", "task_class": "sql_question", "endpoint": FOLLOWED_ENDPOINT,
-         "source": "runtime", "event_kind": FOLLOWED_EVENT_KIND, "success": True, "duration_ms": 0.0,
-         "attributes": {"entry_ids": "pb_column"}}
-    ]  # fmt: skip
-    assert stats.follows_reported == 1 and stats.events_posted == 1
+    followed, model_call = reports  # the follow (reported when read), then the model call (no timeout)
+    assert (model_call["endpoint"], model_call["event_kind"], model_call["success"]) == (
+        "runtime:model_call", "model_call", True)  # fmt: skip
+    assert followed == {
+        "agent_id": "pb-on-01", "session_id": "s-1", "task_class": "sql_question", "endpoint": FOLLOWED_ENDPOINT,
+        "source": "runtime", "event_kind": FOLLOWED_EVENT_KIND, "success": True, "duration_ms": 0.0,
+        "attributes": {"entry_ids": "pb_column"}}  # fmt: skip
+    assert stats.follows_reported == 1 and stats.events_posted == 2
 
 
 def test_a_generic_entry_changes_nothing_and_reports_no_follow() -> None:
@@ -280,5 +282,6 @@ def test_a_generic_entry_changes_nothing_and_reports_no_follow() -> None:
     stats, api = run_task(task, [{**GENERIC[6], "entry_id": "pb_describe"}])
     assert stats.mistakes == {"sql_guessed_column": 1} and not stats.avoided
     assert not stats.entries_followed and stats.follows_reported == 0
-    assert [path for _, path, _ in api.requests] == ["/playbooks", "/sql"]  # no rescue, no report
+    # the model call's report, then the failing call: no rescue, no follow reported
+    assert [path for _, path, _ in api.requests] == ["/playbooks", "/events", "/sql"]
     assert stats.tool_failures == 1

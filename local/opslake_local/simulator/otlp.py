@@ -175,11 +175,10 @@ class SpanReporter:
     """A fleet's OTLP reporting: one tracer provider per agent (its resource and its key), created
     when the agent runs its first task, flushed by :meth:`flush`, shut down by :meth:`shutdown`."""
 
-    #: Spans wait for :meth:`flush` (the end of a cycle) instead of the batch processor's 5 s timer:
-    #: an export while an agent's tool call runs would invoke two API functions at once in the local
-    #: stack's one process, where Powertools keeps the current event on a class (``BaseRouter``),
-    #: so a tool call's op record could take the ``/v1/traces`` request's route (seen: ~10 of 270
-    #: with-fleet op records per demo, a different closing note on every run).
+    #: Spans wait for :meth:`flush` (the end of a cycle) instead of the batch processor's 5 s timer,
+    #: so a run does not depend on when a timer fired (same seed, same closing note). Before the
+    #: local stack's API functions took turns (``opslake_local.invoke.Invoker``), an export during a
+    #: tool call also gave ~10 of 270 with-fleet op records the ``/v1/traces`` route.
     EXPORT_AT_FLUSH_MS = 3_600_000
 
     def __init__(self, exporter_for: Callable[[SimAgent], SpanExporter]) -> None:

@@ -146,6 +146,18 @@ class TaskRun:
     # -- the runtime's own model call ------------------------------------------------------------
     def model_call(self) -> None:
         if not self.mistake("runtime_timeout"):
+            # Reported like a failed one (a GenAI span, or an /events op): an experiment on model calls
+            # needs the successes too, or its arms hold failures only.
+            self.client.events(
+                {
+                    "endpoint": MODEL_CALL,
+                    "source": "runtime",
+                    "event_kind": "model_call",
+                    "success": True,
+                    "duration_ms": self.plan.durations[2],
+                },
+                model=ModelCall(RUNTIME_MODEL, SMALLER_PROMPT_TOKENS, ANSWER_TOKENS),
+            )
             return
         self.stats.failures_seen += 1
         self.client.events(
