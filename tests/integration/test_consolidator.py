@@ -187,6 +187,9 @@ def test_repeated_successes_from_several_agents_become_a_served_entry(jobs_lake:
     write_ops(lake, ops)
     report = consolidator(lake, at(60)).run()
     assert report.status == "ok" and report.successes_read == 6 and len(report.entries_created) == 1
+    # no failures to contrast, no duplicate to fold, no reads yet (no arm), one delta: the add
+    assert (report.contrast_candidates, report.entries_merged, report.experiment_rows) == (0, {}, 0)
+    assert report.deltas_written == 1 and report.entries_graduated == []
     entries = served(lake)["entries"]
     assert len(entries) == 1
     entry = entries[0]
@@ -201,6 +204,7 @@ def test_repeated_successes_from_several_agents_become_a_served_entry(jobs_lake:
     # the same evidence again (a redone window) does not add a near-duplicate
     again = consolidator(lake, at(61)).run()
     assert again.entries_created == [] and len(served(lake)["entries"]) == 1
+    assert again.entries_merged == {} and again.deltas_written == 0  # nothing new: no edit
 
 
 def test_one_agent_alone_is_not_enough_evidence(jobs_lake: Lake) -> None:
@@ -289,6 +293,8 @@ def test_an_entry_that_harms_its_readers_is_retired_as_harmful(jobs_lake: Lake) 
     )  # fmt: skip
     report = consolidator(lake, at(100), playbook_min_ops_to_judge=10).run()
     assert report.experiments == {entry_id: "harmful"} and report.entries_retired == [entry_id]
+    # one (entry, key, arm) row per reader key; two deltas (the evidence fold, the deprecation)
+    assert report.experiment_rows == 4 and report.deltas_written == 2 and report.entries_graduated == []
     [row] = query(
         lake,
         "SELECT status, retired_reason, treatment_units, treatment_ops, treatment_failures, "
@@ -664,8 +670,9 @@ def test_an_operators_retirement_is_recorded_with_its_reason(jobs_lake: Lake) ->
 
 def test_state_and_a_playbooks_table_written_before_experiments_still_read(jobs_lake: Lake) -> None:
     """Issue 16 dropped the before/after columns: an entry stored with them still parses (they are
-    ignored) and starts its experiment at the next run; a ``playbooks.parquet`` of the old schema
-    reads on the embedded engine, the new columns as NULL."""
+    ignored) and starts its experiment at the next run; a live duplicate stored before entries were
+    folded is folded into the older entry; a ``playbooks.parquet`` of the old schema reads on the
+    embedded engine, the new columns as NULL."""
     lake = jobs_lake
     write_ops(lake, [(success(f"s{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(6)])
     [entry_id] = consolidator(lake, at(30)).run().entries_created
@@ -678,9 +685,14 @@ def test_state_and_a_playbooks_table_written_before_experiments_still_read(jobs_
            "judged_ops_after": 10}
         for raw in lease.state.data["entries"]
     ]  # fmt: skip
-    state.commit(lease, watermark=lease.state.watermark, data={**lease.state.data, "entries": old})
+    duplicate = {**old[0], "entry_id": "pb_duplicate", "created_at": at(31).isoformat()}
+    state.commit(
+        lease, watermark=lease.state.watermark, data={**lease.state.data, "entries": [*old, duplicate]}
+    )
     report = consolidator(lake, at(90)).run()
     assert report.status == "ok" and report.experiments == {entry_id: "insufficient"}
+    assert report.entries_merged == {"pb_duplicate": entry_id}  # the younger into the older
+    assert kept_entry(lake, "pb_duplicate")["merged_into"] == entry_id
     kept = kept_entry(lake, entry_id)
     assert "ops_before" not in kept and kept["experiment_started_at"] is not None
 
@@ -719,7 +731,7 @@ def test_a_contrast_of_failures_with_successes_becomes_a_specific_entry(jobs_lak
     ]
     write_ops(lake, [(op, op.ts) for op in [*guessed, *right]])
     report = consolidator(lake, at(60)).run()
-    assert report.contrast_candidates >= 1
+    assert report.contrast_candidates == 1  # the one fix: the real column of workers
     [entry] = [e for e in served(lake)["entries"] if e["source"] == "contrast"]
     assert (entry["fix_kind"], entry["action"]) == ("column", "Use the column hourly_rate of workers")
     assert "salary" in (entry["instead_of"] or "")
