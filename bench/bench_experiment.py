@@ -48,6 +48,8 @@ ROOT = Path(os.environ.get("OPSLAKE_BENCH_ROOT") or Path(__file__).resolve().par
 for extra in (ROOT / "layers" / "common", ROOT / "local", Path(__file__).resolve().parent, ROOT):
     sys.path.insert(0, str(extra))
 
+from bench_consolidator import reset_peak_rss, rss_mb  # noqa: E402
+
 from opslake.analysis.masking import signature_id, template_of  # noqa: E402
 from opslake.analysis.playbooks.experiment import (  # noqa: E402
     ArmRow,
@@ -318,22 +320,6 @@ def queries_of(lookback: Window, entries: list[PlaybookEntry], trust: ReporterTr
         sql = experiment_sql(TABLE, lookback, entries, trust)
         return [sql] if sql else []
     return list(experiment_queries(TABLE, lookback, entries, trust))
-
-
-def rss_mb(field: str) -> float:
-    """VmRSS (now) or VmHWM (peak since the last reset) of this process, in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def reset_peak_rss() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # Linux: VmHWM := VmRSS
-    except OSError:
-        return False
-    return True
 
 
 def _mean(values: list[float]) -> str:

@@ -147,6 +147,36 @@ def line_chart(
     return Markup(head + "".join(body) + "</svg>")
 
 
+def _grid_and_labels(
+    labels: Sequence[str],
+    top_value: float,
+    fmt: Callable[[float], str],
+    *,
+    left: float,
+    top: float,
+    plot_w: float,
+    group_h: float,
+) -> list[str]:
+    """A horizontal chart's five vertical gridlines with their values, and each group's label (cut
+    to 40 characters; the full text is its title)."""
+    body = []
+    for i in range(5):
+        x = left + plot_w * i / 4
+        body.append(
+            f'<line x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{top + group_h * len(labels):.1f}" stroke="#e5e7eb"/>'
+            f'<text x="{x:.1f}" y="{top + group_h * len(labels) + 14:.1f}" text-anchor="middle" {FONT}>'
+            f"{escape(fmt(top_value * i / 4))}</text>"
+        )
+    for row, label in enumerate(labels):
+        y0 = top + row * group_h + 4
+        shown = label if len(label) <= 40 else label[:39] + "…"
+        body.append(
+            f'<text x="{left - 6:.1f}" y="{y0 + group_h / 2:.1f}" text-anchor="end" {FONT}>'
+            f"<title>{escape(label)}</title>{escape(shown)}</text>"
+        )
+    return body
+
+
 def bar_chart(
     labels: Sequence[str],
     series: Mapping[str, Sequence[float]],
@@ -170,21 +200,9 @@ def bar_chart(
     values = [float(v) for name in names for v in series[name]]
     top_value = nice_max(max(values or [1.0]))
     fmt = _percent if percent else _fmt
-    body = []
-    for i in range(5):
-        x = left + plot_w * i / 4
-        body.append(
-            f'<line x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{top + group_h * len(labels):.1f}" stroke="#e5e7eb"/>'
-            f'<text x="{x:.1f}" y="{top + group_h * len(labels) + 14:.1f}" text-anchor="middle" {FONT}>'
-            f"{escape(fmt(top_value * i / 4))}</text>"
-        )
+    body = _grid_and_labels(labels, top_value, fmt, left=left, top=top, plot_w=plot_w, group_h=group_h)
     for row, label in enumerate(labels):
         y0 = top + row * group_h + 4
-        shown = label if len(label) <= 40 else label[:39] + "…"
-        body.append(
-            f'<text x="{left - 6:.1f}" y="{y0 + group_h / 2:.1f}" text-anchor="end" {FONT}>'
-            f"<title>{escape(label)}</title>{escape(shown)}</text>"
-        )
         for j, name in enumerate(names):
             value = float(series[name][row])
             w = max(1.0, value / top_value * plot_w) if value > 0 else 0.0
@@ -228,21 +246,9 @@ def interval_chart(
     def sx(value: float) -> float:
         return left + max(0.0, min(float(value), top_value)) / top_value * plot_w
 
-    body = []
-    for i in range(5):
-        x = left + plot_w * i / 4
-        body.append(
-            f'<line x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{top + group_h * len(labels):.1f}" stroke="#e5e7eb"/>'
-            f'<text x="{x:.1f}" y="{top + group_h * len(labels) + 14:.1f}" text-anchor="middle" {FONT}>'
-            f"{escape(fmt(top_value * i / 4))}</text>"
-        )
+    body = _grid_and_labels(labels, top_value, fmt, left=left, top=top, plot_w=plot_w, group_h=group_h)
     for row, label in enumerate(labels):
         y0 = top + row * group_h + 4
-        shown = label if len(label) <= 40 else label[:39] + "…"
-        body.append(
-            f'<text x="{left - 6:.1f}" y="{y0 + group_h / 2:.1f}" text-anchor="end" {FONT}>'
-            f"<title>{escape(label)}</title>{escape(shown)}</text>"
-        )
         for j, name in enumerate(names):
             item = series[name][row]
             if item is None:
