@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from opslake.errors import ConfigurationError
+from opslake.models.playbooks import HOLDOUT_GRADUATED, HOLDOUT_NEW, HOLDOUT_SALT
 
 ENV_PREFIX = "OPSLAKE_"
 
@@ -159,16 +160,19 @@ class Settings(BaseModel):
         description="ignored since holdout experiments decide retirement (kept so older settings validate)",
     )
     playbook_holdout_new: float = Field(
-        default=0.5,
+        default=HOLDOUT_NEW,
         gt=0,
         lt=1,
         description="share of readers a new playbook entry is withheld from (holdout)",
     )
     playbook_holdout_graduated: float = Field(
-        default=0.05, gt=0, lt=1, description="share of readers a graduated entry is still withheld from"
+        default=HOLDOUT_GRADUATED,
+        gt=0,
+        lt=1,
+        description="share of readers a graduated entry is still withheld from",
     )
     playbook_holdout_salt: str = Field(
-        default="opslake-holdout-v1",
+        default=HOLDOUT_SALT,
         min_length=1,
         max_length=64,
         description="salt of the reader/entry arm hash (changing it reshuffles every arm)",

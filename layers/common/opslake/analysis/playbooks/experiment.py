@@ -47,6 +47,7 @@ from typing import Any, get_args
 from opslake.analysis.intervals import design_effect, newcombe, wilson
 from opslake.analysis.playbooks.contrast_sql import calls_only, signature_of_failure
 from opslake.analysis.reporters import ReporterTrust
+from opslake.config import Settings
 from opslake.models.playbooks import Arm, PlaybookEntry, Verdict
 from opslake.models.window import Window
 from opslake.query.sqltext import sql_string, sql_string_list, timestamp_literal, window_predicate
@@ -210,20 +211,25 @@ class ArmRow:
         )
 
 
+def _default(name: str) -> Any:
+    return Settings.model_fields[name].default
+
+
 @dataclass(frozen=True)
 class Rules:
     """The experiment's settings (``playbook_*``)."""
 
-    min_units: int = 2
-    min_ops: int = 20
-    min_effect: float = 0.02
-    z: float = 1.96
-    graduate_after: int = 2
-    holdout_new: float = 0.5
-    holdout_graduated: float = 0.05
+    # the defaults are the settings' own (one place for configuration)
+    min_units: int = _default("playbook_min_units")
+    min_ops: int = _default("playbook_min_ops_to_judge")
+    min_effect: float = _default("playbook_min_effect")
+    z: float = _default("playbook_experiment_z")
+    graduate_after: int = _default("playbook_graduate_after")
+    holdout_new: float = _default("playbook_holdout_new")
+    holdout_graduated: float = _default("playbook_holdout_graduated")
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Rules:
+    def from_settings(cls, settings: Settings) -> Rules:
         return cls(
             min_units=settings.playbook_min_units,
             min_ops=settings.playbook_min_ops_to_judge,
