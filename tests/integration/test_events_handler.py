@@ -93,6 +93,37 @@ def test_client_errors_are_4xx_with_a_message_and_nothing_enqueued(
     assert queued(aws) == []
 
 
+def test_a_tool_op_that_claims_success_with_an_error_result_is_queued_failed(
+    aws: Aws, events, lambda_context
+) -> None:
+    """The seed's rule (``if (data.error) success = false``) for a runtime's own report: the op is
+    queued failed and marked, its error and type from the result; a model op is left as it was."""
+    mcp = {
+        "content": [{"type": "text", "text": "worker id must be W followed by five digits"}],
+        "structuredContent": {"error": "bad_request", "message": "worker id must be W…"},
+        "isError": True,
+    }
+    body = {"ops": [
+        {"op_id": "tool-1", "endpoint": "tool:get_worker", "success": True, "duration_ms": 40.0,
+         "output_summary": json.dumps(mcp)},
+        {"op_id": "model-1", "endpoint": "model:gpt-4o-mini", "success": True, "duration_ms": 900.0,
+         "output_summary": "Error: the worker id was wrong, asking again"},
+    ]}  # fmt: skip
+    status, _, payload = call(
+        events, api_event("POST", "/events", json.dumps(body), key_id=aws.key_id), lambda_context
+    )
+    assert status == 202 and payload["accepted"] == ["tool-1", "model-1"]
+    ops = {op.op_id: op for op in queued(aws)}
+    tool, model = ops["tool-1"], ops["model-1"]
+    assert (tool.success, tool.error, tool.error_type) == (
+        False,
+        "worker id must be W followed by five digits",
+        "bad_request",
+    )
+    assert tool.attributes == {"opslake.failure_inferred": "is_error"}
+    assert model.success is True and model.error is None and model.attributes == {}
+
+
 def test_missing_key_identity_is_403(aws: Aws, events, lambda_context) -> None:
     status, _, payload = call(
         events, api_event("POST", "/events", json.dumps(OP), key_id=None), lambda_context

@@ -80,13 +80,17 @@ class Target:
             body, sent["content-encoding"] = gzip.compress(body), "gzip"
         return self.client.post("/v1/traces", content=body, headers=sent)
 
-    def stored(self, op_ids: list[str]) -> list[dict[str, Any]]:
-        """The ops rows with these op ids, once the queue is drained (every copy, not deduplicated)."""
+    def query(self, sql: str) -> list[dict[str, Any]]:
+        """The rows of an analyst's SQL over the lake, once the queue is drained."""
         assert self.drainer.drain().failed == 0
         settings = load_settings({**self.stack.environment, "OPSLAKE_QUERY_ENGINE": "embedded"})
         engine = create_engine(settings, glue_client=self.stack.client("glue"))
+        return engine.run(sql).records()
+
+    def stored(self, op_ids: list[str]) -> list[dict[str, Any]]:
+        """The ops rows with these op ids, once the queue is drained (every copy, not deduplicated)."""
         listed = ", ".join(f"'{op_id}'" for op_id in op_ids)
-        rows = engine.run(f"SELECT * FROM ops WHERE op_id IN ({listed})").records()
+        rows = self.query(f"SELECT * FROM ops WHERE op_id IN ({listed})")
         for row in rows:
             row["attributes"] = dict(row["attributes"] or ())  # a map column: (key, value) pairs
         return rows
@@ -414,6 +418,102 @@ def test_legacy_names_and_opslake_claims_land(target: Target, otel: Callable[...
     )
     assert claimed["attributes"]["rows"] == "0"
     assert claimed["source"] == "otlp" and claimed["success"] is True
+
+
+def test_tool_spans_that_answered_an_error_land_failed_and_marked(
+    target: Target, otel: Callable[..., Otel]
+) -> None:
+    """A tool that answers its error as its result (the span's status stays OK) lands as a failed op,
+    marked as inferred, with the error and its type; a result that only mentions an error, and a
+    model's output that quotes one, stay successes. Analysts find them with ``element_at``."""
+    sdk = otel(service="tool-errors-runtime")
+    undefined_column = {"error": {"message": 'column "wrokers" does not exist', "type": "UndefinedColumn"}}
+    mcp_error = {"content": [{"type": "text", "text": "path outside the workspace"}], "isError": True}
+    with sdk.tracer.start_as_current_span(
+        f"{Operation.INVOKE_AGENT.value} fixer",
+        attributes={
+            gen_ai.GEN_AI_OPERATION_NAME: Operation.INVOKE_AGENT.value,
+            gen_ai.GEN_AI_AGENT_NAME: "fixer",
+        },
+    ):
+        with sdk.tracer.start_as_current_span(
+            f"{Operation.EXECUTE_TOOL.value} query_db",
+            attributes={
+                gen_ai.GEN_AI_OPERATION_NAME: Operation.EXECUTE_TOOL.value,
+                gen_ai.GEN_AI_TOOL_NAME: "query_db",
+                gen_ai.GEN_AI_TOOL_CALL_ID: "call_7",
+                gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps({"sql": "SELECT * FROM wrokers"}),
+                gen_ai.GEN_AI_TOOL_CALL_RESULT: json.dumps(undefined_column),
+            },
+        ):
+            pass
+        with sdk.tracer.start_as_current_span(
+            "read_file",
+            attributes={
+                OpenInference.OPENINFERENCE_SPAN_KIND: OpenInferenceKind.TOOL.value,
+                OpenInference.TOOL_NAME: "read_file",
+                OpenInference.OUTPUT_VALUE: json.dumps(mcp_error),
+            },
+        ) as span:
+            span.set_status(Status(StatusCode.OK))  # as OpenInference ends every span that did not raise
+        with sdk.tracer.start_as_current_span(
+            f"{Operation.EXECUTE_TOOL.value} grep",
+            attributes={
+                gen_ai.GEN_AI_OPERATION_NAME: Operation.EXECUTE_TOOL.value,
+                gen_ai.GEN_AI_TOOL_NAME: "grep",
+                gen_ai.GEN_AI_TOOL_CALL_RESULT: "No error found in 3 files",
+            },
+        ):
+            pass
+        with sdk.tracer.start_as_current_span(
+            f"{Operation.CHAT.value} gpt-4o-mini",
+            attributes={
+                gen_ai.GEN_AI_OPERATION_NAME: Operation.CHAT.value,
+                gen_ai.GEN_AI_REQUEST_MODEL: "gpt-4o-mini",
+                gen_ai.GEN_AI_OUTPUT_MESSAGES: "Error: the table is misspelled; I will retry with workers",
+            },
+        ):
+            pass
+    answer = sdk.flush()
+    assert partial_success(answer) == ExportTraceServiceResponse()
+    assert answer.headers["x-opslake-spans-stored"] == "5"
+
+    spans = sdk.spans()
+    rows = target.by_op_id([op_id(s) for s in spans.values()])
+    query_db = rows[op_id(spans["execute_tool query_db"])]
+    assert (query_db["success"], query_db["error"], query_db["error_type"]) == (
+        False,
+        'column "wrokers" does not exist',
+        "UndefinedColumn",
+    )
+    assert query_db["attributes"]["opslake.failure_inferred"] == "error_field"
+    assert query_db["attributes"][gen_ai.GEN_AI_TOOL_CALL_ID] == "call_7"  # the span's other fields as ever
+    assert json.loads(query_db["output_summary"]) == undefined_column
+    assert (query_db["endpoint"], query_db["agent_id"]) == ("tool:query_db", "fixer")
+
+    read_file = rows[op_id(spans["read_file"])]
+    assert (read_file["success"], read_file["error"], read_file["error_type"]) == (
+        False,
+        "path outside the workspace",
+        "tool_error_result",
+    )
+    assert read_file["attributes"]["opslake.failure_inferred"] == "is_error"
+
+    for name in ("execute_tool grep", "chat gpt-4o-mini", "invoke_agent fixer"):
+        row = rows[op_id(spans[name])]
+        assert row["success"] is True and row["error"] is None, name
+        assert "opslake.failure_inferred" not in row["attributes"], name
+
+    listed = ", ".join(f"'{op_id(s)}'" for s in spans.values())
+    inferred = target.query(
+        "SELECT endpoint, element_at(attributes, 'opslake.failure_inferred') AS rule FROM ops "
+        f"WHERE op_id IN ({listed}) AND element_at(attributes, 'opslake.failure_inferred') IS NOT NULL "
+        "ORDER BY endpoint"
+    )
+    assert inferred == [
+        {"endpoint": "tool:query_db", "rule": "error_field"},
+        {"endpoint": "tool:read_file", "rule": "is_error"},
+    ]
 
 
 # ---- OTLP/JSON built from the SDK's own spans ------------------------------------------------------

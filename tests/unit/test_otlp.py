@@ -569,3 +569,91 @@ def test_the_last_exception_recorded_is_the_error() -> None:
         event.attributes.extend([kv("exception.type", kind), kv("exception.message", message)])
     (op,) = [m.op for m in map_export(request_of(made)).ops]
     assert (op["error_type"], op["error"]) == ("TimeoutError", "gave up after 3 tries")
+
+
+# ---- tool spans that answered an error while their status stayed OK -----------------------------
+def result_map(**fields: str) -> KeyValue:
+    """A structured ``gen_ai.tool.call.result`` (an OTLP map value, not JSON text)."""
+    value = AnyValue()
+    value.kvlist_value.values.extend(kv(key, text) for key, text in fields.items())
+    return KeyValue(key=gen_ai.GEN_AI_TOOL_CALL_RESULT, value=value)
+
+
+def test_a_tool_span_whose_result_is_an_error_is_a_failed_op_marked_as_inferred() -> None:
+    permission = json.dumps({"error": {"message": "permission denied", "type": "PermissionError"}})
+    mcp = json.dumps({"content": [{"type": "text", "text": "no such table: wrokers"}], "isError": True})
+    structured = tool("lookup_worker", span_id=5)
+    structured.attributes.append(result_map(error="not_found", message="no worker W00042"))
+    spans = [
+        tool("read_file", span_id=1, gen_ai__tool__call__result=permission),
+        span("query_db", span_id=2, openinference__span__kind="TOOL", tool__name="query_db", output__value=mcp),
+        span("run", span_id=3, opslake__endpoint="tool:shell", output__value="Error: exit status 2"),
+        span("parse_date", span_id=4, openinference__span__kind="TOOL", output__value="ValueError: month 13"),
+        structured,
+        tool("fetch", span_id=6, gen_ai__tool__call__result='{"error": "HTTP 502"}', error__type="UpstreamError"),
+    ]  # fmt: skip
+    ops = by_endpoint(request_of(*spans))
+    expected = {
+        "tool:read_file": ("permission denied", "PermissionError", "error_field"),
+        "tool:query_db": ("no such table: wrokers", "tool_error_result", "is_error"),
+        "tool:shell": ("exit status 2", "tool_error_result", "error_text"),
+        "parse_date": ("month 13", "ValueError", "error_text"),  # a TOOL span with no tool name
+        "tool:lookup_worker": ("no worker W00042", "not_found", "error_field"),
+        "tool:fetch": ("HTTP 502", "UpstreamError", "error_field"),  # the span's error.type comes first
+    }
+    for endpoint, (error, error_type, rule) in expected.items():
+        op = ops[endpoint]
+        assert (op["success"], op["error"], op["error_type"]) == (False, error, error_type), endpoint
+        assert op["attributes"]["opslake.failure_inferred"] == rule, endpoint
+    assert ops["tool:read_file"]["output_summary"] == permission  # the result itself is kept as it was
+    assert json.loads(ops["tool:lookup_worker"]["output_summary"]) == {
+        "error": "not_found", "message": "no worker W00042",
+    }  # fmt: skip
+
+    queue = MemoryQueue()
+    result = ingest(request_of(*spans), queue)
+    assert len(result.stored) == len(spans) and not result.rejected
+    records = {record["endpoint"]: record for record in queued(queue)}
+    assert records["tool:read_file"]["success"] is False
+    assert records["tool:read_file"]["attributes"]["opslake.failure_inferred"] == "error_field"
+
+
+def test_what_a_span_result_does_not_make_a_failure() -> None:
+    failed = tool("fetch", span_id=3, error="connect timeout", gen_ai__tool__call__result='{"error": "x"}')
+    spans = [
+        span("chat", span_id=1, gen_ai__operation__name="chat", gen_ai__request__model="m",
+             gen_ai__output__messages="Error: the tool failed, so I stopped"),
+        span("planner", span_id=2, openinference__span__kind="AGENT", output__value='{"error": "gave up"}'),
+        failed,
+        tool("grep", span_id=4, gen_ai__tool__call__result="No error found in 3 files"),
+        tool("stats", span_id=5, gen_ai__tool__call__result='{"errors": [], "error_rate": 0.2}'),
+        tool("jobs", span_id=6, gen_ai__tool__call__result='{"status": "ok", "data": {"error": "x"}}'),
+        tool("mcp", span_id=7, gen_ai__tool__call__result='{"content": [{"type": "text", "text": "Error: x"}]}'),
+        tool("empty", span_id=8, gen_ai__tool__call__result='{"error": null}'),
+        # a runtime cannot set opslake's own marker as one of its claims
+        tool("claims", span_id=9, opslake__attributes__opslake__failure_inferred="true"),
+    ]  # fmt: skip
+    ops = by_endpoint(request_of(*spans))
+    assert ops["tool:fetch"]["success"] is False  # failed already: its own words, not marked
+    assert (ops["tool:fetch"]["error"], ops["tool:fetch"]["error_type"]) == ("connect timeout", "span_error")
+    for endpoint, op in ops.items():
+        assert "opslake.failure_inferred" not in op["attributes"], endpoint
+        if endpoint != "tool:fetch":
+            assert op["success"] is True and "error" not in op, endpoint
+    assert len(ingest(request_of(*spans)).stored) == len(spans)
+
+
+def test_the_marker_takes_a_conventions_place_never_a_claims() -> None:
+    def with_claims(count: int, span_id: int) -> Span:
+        claims = {f"opslake__attributes__k{i}": "v" for i in range(count)}
+        return tool(f"t{count}", span_id=span_id, gen_ai__tool__call__result='{"error": "boom"}', **claims)
+
+    # a root span with no scope has 3 ids of its own: 47 claims fill the room, 46 leave one slot
+    ops = by_endpoint(request_of(with_claims(47, 1), with_claims(46, 2)))
+    full, one_free = ops["tool:t47"], ops["tool:t46"]
+    assert full["success"] is True and "opslake.failure_inferred" not in full["attributes"]
+    assert one_free["success"] is False and len(one_free["attributes"]) == 50
+    assert one_free["attributes"]["opslake.failure_inferred"] == "error_field"
+    assert gen_ai.GEN_AI_OPERATION_NAME not in one_free["attributes"]  # the convention made room
+    alone = by_endpoint(request_of(tool("t", span_id=3)))["tool:t"]
+    assert gen_ai.GEN_AI_OPERATION_NAME in alone["attributes"]  # (kept when nothing needs its place)

@@ -27,6 +27,7 @@ from opslake.errors import (
     UndecodableBodyError,
 )
 from opslake.http.bodies import check_json_depth
+from opslake.ingest.tool_errors import with_inferred_failure
 from opslake.models.ops import ID_FIELDS, OpInput, QueuedOp
 from opslake.models.validation import describe_problems, field_errors
 from opslake.queue import OpsQueue
@@ -109,11 +110,20 @@ def parse_ops(body: str | bytes | None) -> list[Any]:
     raise BadRequestError(f'send one op object or {{"ops": [...]}}, not a JSON {type(payload).__name__}')
 
 
-def validate_op(raw: Any, *, reporter_id: str, received_at: datetime) -> QueuedOp:
-    """One op, ready for the queue; raises ValueError/ValidationError with the reason."""
+def validate_op(raw: Any, *, reporter_id: str, received_at: datetime, infer_failure: bool = True) -> QueuedOp:
+    """One op, ready for the queue; raises ValueError/ValidationError with the reason.
+
+    A tool op that claims success with an error as its result is stored failed
+    (:mod:`opslake.ingest.tool_errors`), before redaction and truncation reach the error it gets.
+    ``infer_failure`` is False for ops whose mapping applied that rule already (OTLP spans: on the
+    span's own result value, with the marker among the span's own attributes).
+    """
     if not isinstance(raw, dict):
         raise ValueError(f"an op must be a JSON object, got {type(raw).__name__}")
-    return OpInput.model_validate(raw).to_queued(reporter_id=reporter_id, received_at=received_at)
+    op = OpInput.model_validate(raw)
+    if infer_failure:
+        op = with_inferred_failure(op)
+    return op.to_queued(reporter_id=reporter_id, received_at=received_at)
 
 
 def _rejection(index: int, exc: Exception) -> RejectedOp:

@@ -114,7 +114,9 @@ def ingest_export(
             )
             break
         try:
-            op = validate_op(span.op, reporter_id=reporter_id, received_at=received_at)
+            op = validate_op(  # the mapping judged the span's result already
+                span.op, reporter_id=reporter_id, received_at=received_at, infer_failure=False
+            )
         except (ValidationError, ValueError) as exc:
             result.rejected.append(f"{span.ref.describe()}: {_reason(exc)}")
             continue

@@ -9,7 +9,9 @@ database spans, framework internals) is counted and skipped unless a deployment 
 Attribute names come from the maintained convention packages, never typed by hand; current and
 legacy names are both read (``gen_ai.input.messages`` and the deprecated ``gen_ai.prompt``).
 Values are claims like every field of ``POST /events``: ``gen_ai.agent.id`` is who the span says
-ran it, not who sent it (the API key says that).
+ran it, not who sent it (the API key says that). A span's status is one of them: a tool span whose
+result is an error (``{"error": …}``, MCP's ``isError``, "Error: …") is a failed op, marked as
+inferred (:mod:`opslake.ingest.tool_errors`, the rule ``POST /events`` applies too).
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ from opentelemetry.semconv.attributes.exception_attributes import EXCEPTION_MESS
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 from opslake.ingest.redact import redact
+from opslake.ingest.tool_errors import (
+    FAILURE_INFERRED,
+    TOOL_ENDPOINT_PREFIX,
+    ToolError,
+    is_tool_endpoint,
+    tool_error_of,
+)
 from opslake.models.ops import MAX_ATTRIBUTES
 
 OpKind = Literal["tool", "model", "agent", "retrieval", "error", "explicit", "span"]
@@ -88,6 +97,7 @@ OUTPUTS = (
     gen_ai.GEN_AI_TOOL_CALL_RESULT, OpenInference.OUTPUT_VALUE, gen_ai.GEN_AI_OUTPUT_MESSAGES,
     gen_ai.GEN_AI_COMPLETION,
 )  # fmt: skip
+TOOL_RESULTS = (gen_ai.GEN_AI_TOOL_CALL_RESULT, OpenInference.OUTPUT_VALUE)  # what the tool answered
 #: Span attributes kept as op attributes under their own names (models, tokens, providers, ids).
 KEPT_ATTRIBUTES = (
     gen_ai.GEN_AI_OPERATION_NAME, gen_ai.GEN_AI_REQUEST_MODEL, gen_ai.GEN_AI_RESPONSE_MODEL,
@@ -197,7 +207,7 @@ def endpoint_of(span: Span, attributes: Mapping[str, Any], kind: OpKind) -> Any:
     model = _first(attributes, MODEL_NAMES) if kind == "model" else None
     agent = _first(attributes, AGENT_NAMES) if kind == "agent" else None
     if tool is not None:
-        name = f"tool:{as_text(tool)}"
+        name = f"{TOOL_ENDPOINT_PREFIX}{as_text(tool)}"
     elif model is not None:
         name = f"model:{as_text(model)}"
     elif agent is not None:
@@ -242,11 +252,18 @@ class RunContext:
 
 
 def _op_attributes(
-    span: Span, kind: OpKind, attributes: Mapping[str, Any], span_id: str, scope: str
+    span: Span,
+    kind: OpKind,
+    attributes: Mapping[str, Any],
+    span_id: str,
+    scope: str,
+    inferred: ToolError | None = None,
 ) -> dict[str, Any]:
     """The op's attributes within the op limit (50): the span's own ids first (how a failure is
     followed to its run), then the runtime's ``opslake.attributes.*`` (refused, with the room left,
-    when they do not fit), then the convention attributes kept (models, tokens) as room allows."""
+    when they do not fit), then the marker of an ``inferred`` failure, then the convention
+    attributes kept (models, tokens) as room allows. The marker takes a convention's place, never a
+    claim's: when the claims fill the room, it is left out (and the caller keeps the span's status)."""
     own: dict[str, Any] = {ATTR_KIND: kind, ATTR_SPAN_ID: span_id, ATTR_SPAN_NAME: span.name[:1_000]}
     if any(span.parent_span_id):  # some bridges send zeros for a root, which has none
         own[ATTR_PARENT_SPAN_ID] = span.parent_span_id.hex()
@@ -257,19 +274,21 @@ def _op_attributes(
         for key, value in attributes.items()
         if key.startswith(OPSLAKE_ATTRIBUTES_PREFIX) and isinstance(value, str | int | float | bool)
     }
-    claimed = {key: value for key, value in claimed.items() if key not in own}  # ids are not claims
+    # ids and opslake's own marker are not claims
+    claimed = {key: value for key, value in claimed.items() if key not in own and key != FAILURE_INFERRED}
     room = MAX_ATTRIBUTES - len(own)
     if len(claimed) > room:
         raise ValueError(
             f"{len(claimed)} opslake.attributes.* given; at most {room} fit beside the span's own "
             f"{len(own)} ({', '.join(own)}) within the op limit of {MAX_ATTRIBUTES} attributes"
         )
+    marker = {FAILURE_INFERRED: inferred.rule} if inferred is not None and len(claimed) < room else {}
     conventions = [
         (name, attributes[name])
         for name in KEPT_ATTRIBUTES
         if name not in claimed and isinstance(attributes.get(name), str | int | float | bool)
     ]
-    return {**dict(conventions[: room - len(claimed)]), **claimed, **own}
+    return {**dict(conventions[: room - len(claimed) - len(marker)]), **claimed, **own, **marker}
 
 
 def span_to_op(
@@ -296,13 +315,20 @@ def span_to_op(
     trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
     failed = span.status.code == Status.STATUS_CODE_ERROR
     error, error_type = error_of(span, attributes, failed)
-    kept = _op_attributes(span, kind, attributes, span_id, scope)
+    endpoint = endpoint_of(span, attributes, kind)
+    # a tool span whose status says OK may still have answered an error (read from the raw value:
+    # a structured result as it is, a long one before it is cut to a summary)
+    is_tool = kind == "tool" or (isinstance(endpoint, str) and is_tool_endpoint(endpoint))
+    inferred = None if failed or not is_tool else tool_error_of(_first(attributes, TOOL_RESULTS))
+    kept = _op_attributes(span, kind, attributes, span_id, scope, inferred)
+    if inferred is not None and FAILURE_INFERRED in kept:  # the span's own error words come first
+        failed, error, error_type = True, error or inferred.message, error_type or inferred.error_type
     op: dict[str, Any] = {
         "op_id": f"{trace_id}:{span_id}",
         "trace_id": trace_id,
         "ts": _timestamp(span.start_time_unix_nano),
         "duration_ms": (span.end_time_unix_nano - span.start_time_unix_nano) / 1e6,
-        "endpoint": endpoint_of(span, attributes, kind),
+        "endpoint": endpoint,
         "success": not failed,
         "source": DEFAULT_SOURCE,
         "error": error,
