@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import string
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -488,19 +488,24 @@ class Planted:
 def generate(
     n_ops: int = 1_000_000,
     failure_rate: float = 0.01,
-    modes: int = 40,
+    modes: int | None = None,
     seed: int = 7,
     *,
+    catalog: Sequence[Mode] | None = None,
     n_agents: int = 500,
     zipf: float = 1.0,
     start: datetime = datetime(2025, 6, 1, tzinfo=UTC),
 ) -> Planted:
     """``n_ops`` ops over one day, ``failure_rate`` of them failures from the first ``modes`` modes
-    (frequencies Zipf-like: mode k weighs 1/k^zipf, so there are common and rare problems)."""
-    if not 1 <= modes <= len(MODES):
-        raise ValueError(f"modes must be between 1 and {len(MODES)}")
+    of ``catalog`` (all of them by default; the 40 above unless another catalog is given, e.g.
+    bench/planted_words.py's) (frequencies Zipf-like: mode k weighs 1/k^zipf, so there are common
+    and rare problems)."""
+    catalog = MODES if catalog is None else tuple(catalog)
+    modes = len(catalog) if modes is None else modes
+    if not 1 <= modes <= len(catalog):
+        raise ValueError(f"modes must be between 1 and {len(catalog)}")
     rng = random.Random(seed)
-    chosen = MODES[:modes]
+    chosen = tuple(catalog[:modes])
     n_fail = round(n_ops * failure_rate)
     failing = set(rng.sample(range(n_ops), n_fail))
     agents = [f"agent-{i:04d}" for i in range(n_agents)]

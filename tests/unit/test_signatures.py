@@ -15,10 +15,15 @@ from hypothesis import strategies as st
 from opslake.analysis.signatures import (
     MAX_NORMALIZED_CHARS,
     MAX_VARIANTS,
+    MergedRaw,
+    NewTemplate,
     SignatureIndex,
     apply_failures,
+    fold_signature,
     input_template,
     mark_diagnosed,
+    merge_variants,
+    merged_id,
     needs_diagnosis,
     normalize,
     normalize_endpoint,
@@ -335,15 +340,173 @@ def test_select_for_diagnosis_most_frequent_first_within_budget() -> None:
     assert select_for_diagnosis(sigs, 0) == []
 
 
+# ---- word variants merged into one signature ----------------------------------------------------
+def stock_sig(city: str, count: int, *, at: datetime = T0, agent: str = "agent-1") -> Signature:
+    template = template_of("tool:stock", "OutOfStock", f"no stock of blue sneakers in {city}")
+    return Signature(
+        signature_id=signature_id(template),
+        endpoint="tool:stock",
+        error_type="OutOfStock",
+        template=template,
+        count=count,
+        agents=[agent],
+        agent_count=1,
+        reporters=[agent],
+        reporter_count=1,
+        variants=[f"v-{city}"],
+        first_seen=at,
+        last_seen=at + timedelta(minutes=count),
+        sample_op_ids=[f"op-{city}"],
+    )
+
+
+def new_template(city: str, at: datetime) -> NewTemplate:
+    template = template_of("tool:stock", "OutOfStock", f"no stock of blue sneakers in {city}")
+    return NewTemplate(signature_id(template), "tool:stock", "OutOfStock", template, at)
+
+
+def test_merge_variants_folds_known_signatures_into_the_diagnosed_one() -> None:
+    lyon, paris = stock_sig("Lyon", 4, at=T0 + timedelta(hours=1)), stock_sig("Paris", 3, agent="agent-2")
+    mark_diagnosed(lyon, diagnosis_id="dg_1", at=T0)  # diagnosed: keeps its id though Paris is older
+    signatures = {lyon.signature_id: lyon, paris.signature_id: paris}
+    merged: dict[str, MergedRaw] = {}
+    nice = new_template("Nice", T0 + timedelta(hours=2))
+    outcome = merge_variants(signatures, merged, [nice])
+    assert list(signatures) == [lyon.signature_id]
+    assert outcome.absorbed == {paris.signature_id: lyon.signature_id}
+    assert outcome.changed == [lyon.signature_id]
+    assert lyon.template == "tool:stock | OutOfStock | no stock of blue sneakers in <*>"
+    assert (lyon.count, lyon.first_seen, lyon.agents, lyon.reporter_count) == (
+        7,
+        T0,
+        ["agent-1", "agent-2"],
+        2,
+    )
+    assert set(merged) == {lyon.signature_id, paris.signature_id, nice.signature_id}
+    assert {found.signature_id for found in merged.values()} == {lyon.signature_id}
+    assert merged_id(merged, nice.signature_id) == lyon.signature_id
+    assert merged_id(merged, "sig_unknown") == "sig_unknown"
+    # the merged template is a material change: diagnosed again, once
+    assert needs_diagnosis(lyon) == "merged"
+    mark_diagnosed(lyon, diagnosis_id="dg_2", at=T0)
+    assert needs_diagnosis(lyon) is None
+
+
+def test_a_variant_joining_later_changes_no_id_and_no_template() -> None:
+    signatures: dict[str, Signature] = {}
+    merged: dict[str, MergedRaw] = {}
+    first = [new_template(c, T0 + timedelta(minutes=i)) for i, c in enumerate(("Lyon", "Paris", "Nice"))]
+    created = merge_variants(signatures, merged, first)
+    (survivor,) = signatures
+    assert survivor == first[0].signature_id and created.changed == []  # new: created merged
+    assert signatures[survivor].count == 0  # the caller counts the window's failures
+    mark_diagnosed(signatures[survivor], diagnosis_id="dg", at=T0)
+    later = merge_variants(signatures, merged, [new_template("Lille", T0 - timedelta(days=1))])
+    assert list(signatures) == [survivor] and later.changed == [] and later.absorbed == {}
+    assert merged_id(merged, new_template("Lille", T0).signature_id) == survivor
+    assert needs_diagnosis(signatures[survivor]) is None  # nothing counted yet, nothing changed
+    again = merge_variants(signatures, merged, [])  # a run with nothing new: stable
+    assert (again.changed, again.absorbed, list(signatures)) == ([], {}, [survivor])
+
+
+def test_merge_variants_leaves_different_problems_alone() -> None:
+    column = {
+        s.signature_id: s
+        for s in (
+            Signature(
+                signature_id=signature_id(t),
+                endpoint="/sql",
+                error_type="sql_error",
+                template=t,
+                count=1,
+                first_seen=T0,
+                last_seen=T0,
+            )
+            for t in (
+                template_of("/sql", "sql_error", f"{kind} {name} does not exist")
+                for kind, names in (("column", "abc"), ("table", "xyz"))
+                for name in names
+            )
+        )
+    }
+    merged: dict[str, MergedRaw] = {}
+    merge_variants(column, merged, [])
+    assert sorted(s.template for s in column.values()) == [
+        "/sql | sql_error | column <*> does not exist",
+        "/sql | sql_error | table <*> does not exist",
+    ]
+    assert len(merged) == 6
+
+
+def test_fold_signature_adds_counts_within_the_caps() -> None:
+    into, other = stock_sig("Lyon", 2, at=T0 + timedelta(hours=1)), stock_sig("Paris", 5)
+    other.agents = [f"agent-{i}" for i in range(MAX_TRACKED_AGENTS)]
+    other.agent_count = MAX_TRACKED_AGENTS + 50
+    fold_signature(into, other)
+    assert into.count == 7 and into.first_seen == T0 and into.last_seen == T0 + timedelta(hours=1, minutes=2)
+    assert len(into.agents) == MAX_TRACKED_AGENTS and into.agent_count == MAX_TRACKED_AGENTS + 50
+    assert into.sample_op_ids == ["op-Lyon", "op-Paris"] and into.variants == ["v-Lyon", "v-Paris"]
+    empty = stock_sig("Nice", 0, at=T0 - timedelta(days=3))
+    fold_signature(into, empty)
+    assert into.first_seen == T0  # a signature with no failures brings no times
+
+
 # ---- the planted benchmark, as a quality check (no timings) -------------------------------------
-def _planted():
-    path = Path(__file__).resolve().parents[2] / "bench" / "planted.py"
-    spec = importlib.util.spec_from_file_location("planted", path)
+def _bench_module(name: str):
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules["planted"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _planted():
+    return _bench_module("planted")
+
+
+def merged_signatures(data) -> tuple[dict[str, set[str]], dict[str, Counter[str]]]:
+    """(signatures per planted mode, modes per signature) after masking and merging word variants."""
+    c = data.columns
+    raw: dict[int, str] = {}
+    new: dict[str, NewTemplate] = {}
+    for i in data.failure_indexes():
+        template = template_of(c["endpoint"][i], c["error_type"][i], c["error"][i])
+        raw[i] = signature_id(template)
+        new.setdefault(
+            raw[i],
+            NewTemplate(raw[i], normalize_endpoint(c["endpoint"][i]), c["error_type"][i], template, T0),
+        )
+    signatures: dict[str, Signature] = {}
+    merged: dict[str, MergedRaw] = {}
+    merge_variants(signatures, merged, new.values())
+    by_mode: dict[str, set[str]] = defaultdict(set)
+    by_sig: dict[str, Counter[str]] = defaultdict(Counter)
+    for i, sid in raw.items():
+        by_mode[c["mode"][i]].add(merged_id(merged, sid))
+        by_sig[merged_id(merged, sid)][c["mode"][i]] += 1
+    return by_mode, by_sig
+
+
+def test_planted_modes_stay_one_signature_each_after_merging() -> None:
+    by_mode, by_sig = merged_signatures(_planted().generate(n_ops=20_000, failure_rate=0.1, seed=11))
+    assert len(by_mode) == 40 and all(len(s) == 1 for s in by_mode.values())
+    assert all(len(counter) == 1 for counter in by_sig.values())
+
+
+def test_planted_word_modes_merge_into_one_signature_each_without_mixing() -> None:
+    """bench/planted_words.py: twelve modes naming cities, products, users, services; masking alone
+    splits them into dozens of signatures. Merged: one per mode, purity 1.0, except the mode whose
+    role may be two words ("forklift operator": another token count, a known limit)."""
+    planted = _planted()
+    words = _bench_module("planted_words")
+    data = planted.generate(n_ops=3_000, failure_rate=1.0, catalog=words.MODES, seed=5)
+    by_mode, by_sig = merged_signatures(data)
+    assert all(len(counter) == 1 for counter in by_sig.values())  # purity 1.0
+    split = {mode: len(s) for mode, s in by_mode.items() if len(s) > 1}
+    assert set(split) == {"shift_conflict"}
+    assert len(by_sig) < 20
 
 
 def test_planted_modes_each_give_one_signature() -> None:

@@ -7,14 +7,20 @@ endpoint, its error type and its normalized error; the signature id is a hash of
 The rules live in :mod:`opslake.analysis.masking`, which also writes them as SQL: the analyzer
 computes templates in the engine, and these Python functions give the same text.
 
-Pure logic (no I/O): counting and diagnosis selection over signatures.
+Templates of one endpoint and error type that differ only in a few word positions (a city, a role)
+are then merged into one signature (:mod:`opslake.analysis.template_merge`): :func:`merge_variants`
+folds them over the signatures the analyzer keeps, and the raw ids it folded are kept as
+:class:`MergedRaw` (the ``signature_merges`` table).
+
+Pure logic (no I/O): counting, merging and diagnosis selection over signatures.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from opslake.analysis.masking import (
     MAX_NORMALIZED_CHARS,
@@ -29,6 +35,7 @@ from opslake.analysis.masking import (
     variant_of,
 )
 from opslake.analysis.reporters import ReporterTrust, admits, witness_key
+from opslake.analysis.template_merge import DEFAULT_RULES, Candidate, MergeRules, merge_candidates
 from opslake.models.analysis import (
     MAX_SAMPLE_OP_IDS,
     MAX_TRACKED_AGENTS,
@@ -44,13 +51,19 @@ __all__ = [
     "MAX_VARIANTS",
     "SIGNATURE_PREFIX",
     "VARIANT_CHARS",
+    "MergedRaw",
+    "NewTemplate",
     "OpKey",
     "Reason",
     "SignatureIndex",
+    "VariantMerge",
     "apply_failures",
+    "fold_signature",
     "input_template",
     "mark_diagnosed",
     "merge_aggregate",
+    "merge_variants",
+    "merged_id",
     "needs_diagnosis",
     "normalize",
     "normalize_endpoint",
@@ -64,7 +77,7 @@ __all__ = [
 OpKey = tuple[str | None, str]
 MAX_VARIANTS = 50  # distinct input variants kept per signature
 
-Reason = Literal["new", "grown", "new_variants"]
+Reason = Literal["new", "merged", "grown", "new_variants"]
 
 _CACHE_LIMIT = 100_000
 
@@ -241,6 +254,132 @@ def merge_aggregate(
     return sig
 
 
+def fold_signature(into: Signature, other: Signature, *, trust: ReporterTrust | None = None) -> None:
+    """Add ``other``'s statistics to ``into`` (its word variant, merged into it): counts summed,
+    first/last seen, agents, reporters, variants and sample op ids within their caps, as
+    :func:`merge_aggregate` adds a window's. ``into`` keeps its own diagnosis history."""
+    if other.count:
+        if into.count == 0:
+            into.first_seen, into.last_seen = other.first_seen, other.last_seen
+        else:
+            into.first_seen = min(into.first_seen, other.first_seen)
+            into.last_seen = max(into.last_seen, other.last_seen)
+    into.count += other.count
+    _extend(into.agents, other.agents, MAX_TRACKED_AGENTS)
+    into.agent_count = max(into.agent_count, other.agent_count, len(into.agents))
+    admitted = False
+    for witness in other.reporters:
+        if admits(into.reporters, witness):
+            into.reporters.append(witness)
+            admitted = True
+    if admitted:
+        into.reporter_count = (trust or ReporterTrust()).count(into.reporters)
+    _extend(into.variants, other.variants, MAX_VARIANTS)
+    _extend(into.sample_op_ids, other.sample_op_ids, MAX_SAMPLE_OP_IDS)
+
+
+class MergedRaw(NamedTuple):
+    """A raw signature folded into a merged one: the merged signature's id and the raw template."""
+
+    signature_id: str
+    template: str
+
+
+class NewTemplate(NamedTuple):
+    """A template first met in this run (a raw signature id the analyzer does not know yet)."""
+
+    signature_id: str
+    endpoint: str
+    error_type: str | None
+    template: str
+    first_seen: datetime
+
+
+@dataclass
+class VariantMerge:
+    """What :func:`merge_variants` changed: signatures folded into others (absorbed id → survivor)
+    and the survivors whose template changed."""
+
+    absorbed: dict[str, str] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)
+
+
+def merge_variants(
+    signatures: dict[str, Signature],
+    merged: dict[str, MergedRaw],
+    new: Iterable[NewTemplate],
+    *,
+    trust: ReporterTrust | None = None,
+    rules: MergeRules = DEFAULT_RULES,
+) -> VariantMerge:
+    """Merge the word variants among the known signatures and the run's new templates, in place.
+
+    ``signatures`` (id → signature, merged ones under their survivor's id with the merged template)
+    and ``merged`` (raw id → :class:`MergedRaw`, every raw id of a merged signature, its survivor's
+    own included) are the analyzer's state. A group of candidates
+    (:func:`~opslake.analysis.template_merge.merge_candidates`) keeps its survivor's id; the other
+    known signatures are folded into it (:func:`fold_signature`) and removed; a new template only
+    gets an entry in ``merged``, its failures are added by the caller under
+    :func:`merged_id`. A diagnosed signature whose template changes is diagnosed again
+    (:func:`needs_diagnosis`: ``merged``)."""
+    members: dict[str, list[tuple[str, str]]] = {}
+    for raw, found in sorted(merged.items()):
+        members.setdefault(found.signature_id, []).append((raw, found.template))
+    candidates = [
+        Candidate(
+            signature_id=sid,
+            endpoint=sig.endpoint,
+            error_type=sig.error_type,
+            template=sig.template,
+            first_seen=sig.first_seen,
+            raws=tuple(members.get(sid, ())),
+            known=True,
+            diagnosed=sig.diagnoses > 0,
+        )
+        for sid, sig in signatures.items()
+    ]
+    seen = set(signatures) | set(merged)
+    for item in new:  # the first of a template's rows: the caller sorts them by first seen
+        if item.signature_id not in seen:
+            seen.add(item.signature_id)
+            candidates.append(
+                Candidate(item.signature_id, item.endpoint, item.error_type, item.template, item.first_seen)
+            )
+    by_id = {c.signature_id: c for c in candidates}
+    outcome = VariantMerge()
+    for group in merge_candidates(by_id.values(), rules):
+        survivor = signatures.get(group.signature_id)
+        if survivor is None:  # every member is new: the survivor starts empty, the caller counts
+            first = by_id[group.signature_id]
+            survivor = signatures[group.signature_id] = Signature(
+                signature_id=group.signature_id,
+                endpoint=first.endpoint,
+                error_type=first.error_type,
+                template=group.template,
+                first_seen=first.first_seen,
+                last_seen=first.first_seen,
+            )
+        for other in group.candidates[1:]:
+            absorbed = signatures.pop(other, None)
+            if absorbed is not None:
+                fold_signature(survivor, absorbed, trust=trust)
+                outcome.absorbed[other] = group.signature_id
+        if survivor.template != group.template:
+            if survivor.diagnoses and survivor.diagnosed_template is None:
+                survivor.diagnosed_template = survivor.template  # diagnosed before templates merged
+            survivor.template = group.template
+            outcome.changed.append(group.signature_id)
+        for raw, template in group.raws:
+            merged[raw] = MergedRaw(group.signature_id, template)
+    return outcome
+
+
+def merged_id(merged: Mapping[str, MergedRaw], raw_signature_id: str) -> str:
+    """The signature a raw signature id counts under: its merged signature, else itself."""
+    found = merged.get(raw_signature_id)
+    return raw_signature_id if found is None else found.signature_id
+
+
 def _extend(kept: list[str], new: Iterable[str], limit: int) -> None:
     """Append the values of ``new`` not yet in ``kept`` while it holds fewer than ``limit``."""
     known = set(kept)
@@ -258,6 +397,7 @@ def needs_diagnosis(
     """Why ``sig`` should be (re)diagnosed, or None.
 
     * ``new``: it has failures and was never diagnosed;
+    * ``merged``: its template changed since its last diagnosis (word variants were merged into it);
     * ``grown``: it has at least ``growth_factor`` times the failures it had when last diagnosed,
       and at least ``min_growth`` more;
     * ``new_variants``: it is reached through ``min_new_variants`` or more input variants that
@@ -267,6 +407,8 @@ def needs_diagnosis(
         return None
     if sig.diagnoses == 0 and sig.last_diagnosed_at is None:
         return "new"
+    if sig.diagnosed_template is not None and sig.template != sig.diagnosed_template:
+        return "merged"
     grown = sig.count - sig.diagnosed_count
     if sig.count >= sig.diagnosed_count * growth_factor and grown >= min_growth:
         return "grown"
@@ -304,6 +446,7 @@ def mark_diagnosed(sig: Signature, *, diagnosis_id: str, at: datetime) -> None:
     :func:`needs_diagnosis` compares with next time."""
     sig.diagnosed_count = sig.count
     sig.diagnosed_variants = len(sig.variants)
+    sig.diagnosed_template = sig.template
     sig.diagnoses += 1
     sig.last_diagnosed_at = at
     sig.last_diagnosis_id = diagnosis_id

@@ -145,6 +145,10 @@ class Signature(BaseModel):
     diagnoses: Annotated[int, Field(ge=0)] = 0
     last_diagnosed_at: UtcMs | None = None
     last_diagnosis_id: str | None = None
+    diagnosed_template: Annotated[str, Field(max_length=MAX_TEMPLATE_CHARS)] | None = Field(
+        default=None,
+        description="the template when last diagnosed: merging word variants changes it (re-diagnosed)",
+    )
 
 
 class Diagnosis(BaseModel):
