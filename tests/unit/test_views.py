@@ -12,7 +12,7 @@ import pytest
 from opslake.lake.views import ViewError, hive_type, presto_view_input, view_definition, view_sql
 from opslake.query.dialect import Predicate
 from opslake.query.partitions import hive_subtrees
-from opslake.query.viewsql import coercible, passthrough_columns, push_down, qualify_tables
+from opslake.query.viewsql import coercible, joined_tables, passthrough_columns, push_down, qualify_tables
 
 SQL = "SELECT endpoint, error, dt, hour FROM ops WHERE NOT success"
 COLUMNS = [("endpoint", "varchar"), ("error", "varchar"), ("dt", "varchar"), ("hour", "varchar")]
@@ -93,10 +93,31 @@ def test_hive_types(trino: str, hive: str) -> None:
         ("SELECT dt, hour FROM (SELECT dt, hour, rank() OVER (ORDER BY ts) AS r FROM ops)", set()),
         ("SELECT dt, hour, count(*) OVER () AS n FROM (SELECT dt, hour FROM ops)", set()),
         ("SELECT dt, hour FROM (SELECT dt, hour FROM ops UNION ALL SELECT dt, hour FROM ops)", set()),
+        # a LEFT JOIN that looks values up keeps every left row: the left side's own dt passes
+        (
+            "SELECT f.op_id, coalesce(m.s, f.s) AS s, f.dt, f.hour "
+            "FROM (SELECT op_id, s, dt, hour FROM ops GROUP BY op_id, s, dt, hour) f LEFT JOIN t m ON m.k = f.s",
+            {"dt", "hour"},
+        ),
+        ("SELECT o.* FROM ops o LEFT OUTER JOIN t m ON m.k = o.op_id", {"dt", "hour"}),
+        ("SELECT o.dt, m.hour AS hour FROM ops o LEFT JOIN t m ON m.k = o.op_id", {"dt"}),
+        ("SELECT dt, hour FROM ops o LEFT JOIN t m ON m.k = o.op_id", set()),  # whose dt? (t's?)
+        ("SELECT * FROM ops o LEFT JOIN t m ON m.k = o.op_id", set()),
+        ("SELECT o.dt, o.hour FROM ops o JOIN t m ON m.k = o.op_id", set()),
+        ("SELECT o.dt, o.hour FROM ops o RIGHT JOIN t m ON m.k = o.op_id", set()),
+        ("SELECT o.dt, o.hour FROM ops o LEFT JOIN (SELECT * FROM t) m ON m.k = o.op_id", set()),
+        ("WITH c AS (SELECT * FROM t) SELECT o.dt, o.hour FROM ops o LEFT JOIN c ON c.k = o.op_id", set()),
+        ("SELECT o.dt FROM ops o LEFT JOIN t m ON m.k IN (SELECT op_id FROM ops)", set()),
     ],
 )
 def test_passthrough_columns(sql: str, passed: set[str]) -> None:
     assert passthrough_columns(sql) == passed
+
+
+def test_joined_tables_are_the_ones_a_view_looks_values_up_in() -> None:
+    sql = "SELECT f.dt FROM (SELECT dt FROM ops) f LEFT JOIN lake.t m ON m.k = f.dt LEFT JOIN u ON u.k = f.dt"
+    assert joined_tables(sql) == {("lake", "t"), ("", "u")}
+    assert joined_tables("SELECT dt FROM ops") == frozenset()
 
 
 def test_push_down_ands_outer_places_into_the_views_own() -> None:

@@ -47,7 +47,13 @@ from opslake.query.partitions import (
     glue_partition_expression,  # noqa: F401  (re-exported: it lived here)
     storage_path,
 )
-from opslake.query.viewsql import passthrough_columns, push_down, qualify_tables, stale_view_message
+from opslake.query.viewsql import (
+    joined_tables,
+    passthrough_columns,
+    push_down,
+    qualify_tables,
+    stale_view_message,
+)
 
 if TYPE_CHECKING:
     from opslake.config import Settings
@@ -186,6 +192,12 @@ class _View:
     query: TranspiledQuery
     passthrough: frozenset[str]
     columns: list[tuple[str, str]]  # as stored in the view (name, Trino type); empty: not checked
+    lookups: frozenset[tuple[str, str]] = frozenset()  # LEFT JOINed tables: (database or '', name)
+
+    def passthrough_for(self, ref: TableRef) -> frozenset[str]:
+        """The partition columns pushed into ``ref``: none for a table the view only looks up."""
+        looked_up = ((ref.database or "").lower(), ref.name.lower()) in self.lookups
+        return frozenset() if looked_up else self.passthrough
 
 
 #: Athena (Trino) refuses a ``sequence`` (or ``repeat``) of more than 10,000 entries; DuckDB would build
@@ -347,9 +359,11 @@ class EmbeddedEngine(QueryEngine):
             query = to_duckdb(sql)
         except QueryFailedError as exc:
             raise QueryFailedError(f"view '{key[0]}.{key[1]}': {exc}") from exc
-        passthrough = passthrough_columns(sql) if len(query.tables) == 1 else frozenset()
+        lookups = joined_tables(sql)
+        read = [t for t in query.tables if ((t.database or "").lower(), t.name.lower()) not in lookups]
+        passthrough = passthrough_columns(sql) if len(read) == 1 else frozenset()
         columns = [(str(c.get("name")), str(c.get("type"))) for c in definition.get("columns") or []]
-        return _View(query, passthrough, columns)
+        return _View(query, passthrough, columns, lookups)
 
     def _plan(self, query: TranspiledQuery) -> _Plan:
         """Resolve every table the query names through Glue, expanding views (depth
@@ -385,7 +399,8 @@ class EmbeddedEngine(QueryEngine):
             view = views[key]
             for base in view.query.tables:
                 inner = view.query.predicates.get(base) or ((),)
-                visit(base, key[0], push_down(places or ((),), inner, view.passthrough), (*stack, key))
+                pushed = push_down(places or ((),), inner, view.passthrough_for(base))
+                visit(base, key[0], pushed, (*stack, key))
             plan.views.setdefault(key, view)
 
         for ref in query.tables:

@@ -4,10 +4,12 @@ predicates on the view can prune the partitions of the table underneath.
 
 Pushing ``dt = 'X'`` from ``SELECT … FROM v WHERE dt = 'X'`` into the table ``v`` reads is sound
 when every row the view outputs with ``dt = 'X'`` comes only from base rows with ``dt = 'X'``:
-the view is one SELECT over one table (no join, no set operation), outputs the base column
-``dt`` under its own name, and neither a window function nor LIMIT/OFFSET mixes rows across
-partitions (a GROUP BY must group by ``dt`` itself). The outer query still filters the rows;
-the pushdown only chooses which files are read.
+the view is one SELECT over one table (no set operation, and no join but LEFT JOINs that look
+values up in other tables), outputs the base column ``dt`` under its own name, and neither a
+window function nor LIMIT/OFFSET mixes rows across partitions (a GROUP BY must group by ``dt``
+itself). A LEFT JOIN keeps every row of its left side and only adds columns, so the left side's
+``dt`` still selects the same base rows; the looked-up tables (:func:`joined_tables`) get no
+pushdown. The outer query still filters the rows; the pushdown only chooses which files are read.
 """
 
 from __future__ import annotations
@@ -68,6 +70,36 @@ def passthrough_columns(sql: str) -> frozenset[str]:
     return _passed(tree, ctes, 0)
 
 
+def joined_tables(sql: str) -> frozenset[tuple[str, str]]:
+    """The tables the view's top SELECT looks values up in with a LEFT JOIN, as (database or '',
+    name), lower case: no partition predicate is pushed into them."""
+    try:
+        tree = _parse(sql)
+    except sqlglot.errors.ParseError:
+        return frozenset()
+    if not isinstance(tree, exp.Select):
+        return frozenset()
+    return frozenset(
+        (join.this.db.lower(), join.this.name.lower())
+        for join in tree.args.get("joins") or []
+        if isinstance(join.this, exp.Table)
+    )
+
+
+def _lookup(join: exp.Expr, ctes: dict[str, exp.Expr]) -> bool:
+    """A LEFT [OUTER] JOIN of a plain table (no subquery, window or CTE): it keeps every left row."""
+    table = join.this
+    return (
+        isinstance(join, exp.Join)
+        and str(join.args.get("side") or "").upper() == "LEFT"
+        and str(join.args.get("kind") or "OUTER").upper() == "OUTER"
+        and isinstance(table, exp.Table)
+        and bool(table.name)
+        and (bool(table.db) or table.name.lower() not in ctes)
+        and join.find(exp.Select, exp.Window) is None
+    )
+
+
 def _own_nodes(select: exp.Select) -> list[exp.Expr]:
     """The select's clauses except its FROM and WITH (whose selects are checked on their own)."""
     nodes: list[exp.Expr] = []
@@ -83,7 +115,8 @@ def _own_nodes(select: exp.Select) -> list[exp.Expr]:
 def _passed(select: exp.Expr, ctes: dict[str, exp.Expr], depth: int) -> frozenset[str]:
     if not isinstance(select, exp.Select) or depth > 16:
         return frozenset()
-    if select.args.get("limit") or select.args.get("offset") or select.args.get("joins"):
+    joins = select.args.get("joins") or []
+    if select.args.get("limit") or select.args.get("offset") or not all(_lookup(j, ctes) for j in joins):
         return frozenset()
     if select.args.get("with_") is not None and depth > 0:
         return frozenset()
@@ -97,6 +130,8 @@ def _passed(select: exp.Expr, ctes: dict[str, exp.Expr], depth: int) -> frozense
         below = _passed(source.this, ctes, depth + 1)
     else:
         return frozenset()
+    # with lookups, only the left side's own columns pass (a looked-up table might have a dt too)
+    left = source.alias_or_name.lower() if joins else None
     own = _own_nodes(select)
     # a window mixes rows across partitions; a subquery (IN, scalar) could read other partitions
     if any(node.find(exp.Window, exp.Select) is not None for node in own):
@@ -114,13 +149,15 @@ def _passed(select: exp.Expr, ctes: dict[str, exp.Expr], depth: int) -> frozense
         if isinstance(projection, exp.Star) or (
             isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
         ):
-            passed.update(PARTITION_COLUMNS)
+            if left is None or (isinstance(projection, exp.Column) and projection.table.lower() == left):
+                passed.update(PARTITION_COLUMNS)
             continue
         inner = projection.this if isinstance(projection, exp.Alias) else projection
         if (
             isinstance(inner, exp.Column)
             and inner.name.lower() in PARTITION_COLUMNS
             and projection.alias_or_name.lower() == inner.name.lower()
+            and (left is None or inner.table.lower() == left)
         ):
             passed.add(inner.name.lower())
     if grouped is not None:
