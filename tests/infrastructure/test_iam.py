@@ -471,6 +471,7 @@ ANALYZER_GRANTS: dict[str, list[Any]] = {
     ),
     "s3:PutObject": _lake(
         "derived/signatures/*",
+        "derived/signature_merges/*",
         "derived/diagnoses/*",
         "state/analyzer.json",
         "state/llm.json",
@@ -493,15 +494,17 @@ def test_analyzer_may_query_ops_write_its_derived_tables_and_keep_the_failures_v
 
 
 # The consolidator: reads ops and diagnoses through Athena (a failure's signature is computed from
-# the op itself, so neither the failures view nor old derived/failures/ objects are read); writes the playbooks table,
+# the op itself and looked up in the analyzer's signature_merges, so neither the failures view nor
+# old derived/failures/ objects are read); writes the playbooks table,
 # the snapshot GET /playbooks serves and its state; compacts ops (writes ops-compacted/ and its
 # journals under state/compaction/, swaps the ops partition's location, deletes the small files).
 CONSOLIDATOR_GRANTS: dict[str, list[Any]] = {
     **{a: ATHENA_WORKGROUP for a in ATHENA_ACTIONS},
-    **{a: _glue("ops", "diagnoses", "playbooks") for a in GLUE_READS},
+    **{a: _glue("ops", "diagnoses", "playbooks", "signature_merges") for a in GLUE_READS},
     "glue:UpdatePartition": _glue("ops"),
     "s3:GetObject": _lake(
         "derived/diagnoses/*",
+        "derived/signature_merges/*",
         "ops/*",
         "ops-compacted/*",
         "state/compaction/*",
@@ -533,6 +536,7 @@ def test_consolidator_may_query_write_playbooks_and_compact_ops(transformed: dic
         "ops/*",
         "ops-compacted/*",
         "derived/diagnoses/*",
+        "derived/signature_merges/*",
         "state/*",
         "athena-results/*",
     ]

@@ -70,6 +70,7 @@ def test_functions_name_the_ops_table(functions: dict[str, Any], ops_table: dict
 # ---- derived tables: what the analyzer and consolidator write -------------------------------------
 DERIVED_TABLES = {
     "SignaturesTable": "signatures",
+    "SignatureMergesTable": "signature_merges",
     "DiagnosesTable": "diagnoses",
     "PlaybooksTable": "playbooks",
     "PlaybookDeltasTable": "playbook_deltas",

@@ -394,7 +394,8 @@ def test_the_failures_view_counts_a_redelivered_failure_once_and_prunes(jobs_lak
     assert engine.run("SELECT count(*) FROM failures WHERE op_id = 'f0000'").rows == [(1,)]
     one_hour = engine.run("SELECT count(*) FROM failures WHERE dt = '2026-11-21' AND hour = '08'")
     assert one_hour.rows == [(4,)]
-    assert {Path(f).parent.name for f in one_hour.files_read or []} == {"hour=08"}
+    # the ops files of that hour, and the object of signature_merges the view looks signatures up in
+    assert {Path(f).parent.name for f in one_hour.files_read or []} == {"hour=08", "signature_merges"}
 
 
 class NoDeleteGlue:
@@ -454,3 +455,109 @@ def test_the_engine_returns_rows_per_template_not_per_failure(jobs_lake: Lake) -
     assert report.failures_read == 300 and report.signatures_new == 3
     assert sum(returned) <= 3 + 3 * 5 + 3 * 3  # aggregates, samples, contrasts
     assert lake.count("SELECT sum(count) FROM signatures") == 300
+
+
+def stock_op(op_id: str, at: datetime, city: str, n: int) -> tuple[QueuedOp, datetime]:
+    """A failure naming a city (a word-valued variable masking leaves alone) and an id."""
+    return (
+        QueuedOp(
+            op_id=op_id,
+            ts=at,
+            endpoint="tool:reserve_stock",
+            source="gateway",
+            agent_id=f"agent-{n % 3}",
+            reporter_id=f"agent-{n % 3}",
+            success=False,
+            duration_ms=20.0,
+            error=f"no stock of blue sneakers in {city} (sku SKU-{10_000 + n})",
+            error_type="OutOfStock",
+            input_summary=f'{{"sku": "SKU-{10_000 + n}"}}',
+        ),
+        at,
+    )
+
+
+def test_word_variants_become_one_signature_that_every_sql_agrees_on(jobs_lake: Lake) -> None:
+    """Issue 24: failures that differ only in a city are one signature with a placeholder (counts
+    summed, one diagnosis), exported with its raw ids in signature_merges; the failures view and
+    signature_of_failure (the consolidator's SQL) give every such failure that id; a city seen
+    later joins it without changing the id or the template."""
+    from opslake.analysis.playbooks.contrast_sql import signature_of_failure
+
+    lake = jobs_lake
+    cities = ["Lyon", "Paris", "Nice"]
+    ops = [stock_op(f"w{i:03d}", START + timedelta(seconds=30 * i), cities[i % 3], i) for i in range(12)]
+    write_ops(lake, ops + failing_ops(6, start=START))
+    report = analyzer(lake, START + timedelta(hours=1), analyzer_initial_lookback_h=2).run()
+    assert report.status == "ok" and report.failures_counted == 18
+    assert report.signatures_new == 4 and report.templates_merged == 3 and report.diagnoses == 4
+    (stock,) = query(lake, "SELECT * FROM signatures WHERE endpoint = 'tool:reserve_stock'")
+    assert (
+        stock["template"] == "tool:reserve_stock | OutOfStock | no stock of blue sneakers in <*> (sku <id>)"
+    )
+    assert stock["count"] == 12 and stock["agent_count"] == 3
+    merges = query(lake, "SELECT * FROM signature_merges ORDER BY raw_signature_id")
+    assert len(merges) == 3 and {m["signature_id"] for m in merges} == {stock["signature_id"]}
+    assert {m["raw_template"].split(" in ")[1].split(" ")[0] for m in merges} == set(cities)
+    sid = stock["signature_id"]
+    assert lake.count(f"SELECT count(*) FROM diagnoses WHERE signature_id = '{sid}'") == 1
+
+    view = {r["op_id"]: r["signature_id"] for r in query(lake, "SELECT op_id, signature_id FROM failures")}
+    computed = query(
+        lake, f"SELECT op_id, {signature_of_failure()} AS signature_id FROM ops WHERE NOT success"
+    )
+    assert {r["op_id"]: r["signature_id"] for r in computed} == view
+    assert {view[f"w{i:03d}"] for i in range(12)} == {stock["signature_id"]}
+    counts = {
+        r["signature_id"]: r["count"] for r in query(lake, "SELECT signature_id, count FROM signatures")
+    }
+    per_view = query(lake, "SELECT signature_id, count(*) AS n FROM failures GROUP BY signature_id")
+    assert {r["signature_id"]: r["n"] for r in per_view} == counts
+
+    # a later run: a new city joins the merged signature; ids, template and diagnoses stay
+    write_ops(lake, [stock_op("w100", START + timedelta(hours=2), "Lille", 100)])
+    later = analyzer(lake, START + timedelta(hours=3)).run()
+    assert later.signatures_new == 0 and later.signatures_merged == 0 and later.diagnoses == 0
+    again = query(
+        lake, "SELECT signature_id, template, count FROM signatures WHERE endpoint = 'tool:reserve_stock'"
+    )
+    assert again == [{"signature_id": stock["signature_id"], "template": stock["template"], "count": 13}]
+    assert lake.count("SELECT count(*) FROM signature_merges") == 4
+    assert (
+        lake.count(
+            f"SELECT count(*) FROM failures WHERE op_id = 'w100' AND signature_id = '{stock['signature_id']}'"
+        )
+        == 1
+    )
+
+
+def test_known_signatures_merge_into_the_first_diagnosed_one_and_are_diagnosed_again(jobs_lake: Lake) -> None:
+    """Two cities are not evidence of a variable: two signatures, each diagnosed. A third city
+    merges them: the earliest keeps its id (its diagnoses with it), the other's failures count under
+    it from then on, in the signatures table and in the failures view, and the merged template is
+    diagnosed once more (a material change)."""
+    lake = jobs_lake
+    write_ops(
+        lake, [stock_op(f"a{i}", START + timedelta(minutes=i), ["Lyon", "Paris"][i % 2], i) for i in range(6)]
+    )
+    first = analyzer(lake, START + timedelta(hours=1), analyzer_initial_lookback_h=2).run()
+    assert first.signatures_new == 2 and first.diagnoses == 2 and first.templates_merged == 0
+    before = {r["signature_id"]: r for r in query(lake, "SELECT * FROM signatures")}
+    lyon = next(sid for sid, r in before.items() if r["template"].endswith("in Lyon (sku <id>)"))
+    paris = next(sid for sid in before if sid != lyon)
+
+    write_ops(lake, [stock_op(f"b{i}", START + timedelta(hours=2, minutes=i), "Nice", i) for i in range(2)])
+    second = analyzer(lake, START + timedelta(hours=3)).run()
+    assert second.signatures_merged == 1 and second.templates_merged == 3
+    assert [d.split(":")[:2] for d in second.diagnosed] == [[lyon, "merged"]]
+    (merged,) = query(lake, "SELECT * FROM signatures")
+    assert merged["signature_id"] == lyon and merged["count"] == 8 and merged["diagnoses"] == 2
+    assert merged["template"].endswith("no stock of blue sneakers in <*> (sku <id>)")
+    assert lake.count(f"SELECT count(*) FROM failures WHERE signature_id = '{lyon}'") == 8
+    assert lake.count(f"SELECT count(*) FROM diagnoses WHERE signature_id = '{paris}'") == 1  # history kept
+    rows = query(lake, "SELECT raw_signature_id, signature_id FROM signature_merges")
+    assert {r["raw_signature_id"] for r in rows} >= {lyon, paris} and {r["signature_id"] for r in rows} == {
+        lyon
+    }
+    samples = state(lake)["data"]["samples"]
+    assert paris not in samples and len(samples[lyon]) == 5

@@ -5,6 +5,7 @@ every failure the signature the Python mirror gives it."""
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from opslake.analysis.reporters import ReporterTrust
 from opslake.analysis.signatures import SignatureIndex, merge_aggregate, signature_id, template_of
 from opslake.jobs.analyzer import MAX_SAMPLES, aggregates_sql, failures_view_sql, merge_samples, samples_sql
+from opslake.lake import derived
 from opslake.models.analysis import MAX_TRACKED_AGENTS, FailureSample, Signature, SignatureAggregate
 from opslake.models.window import Window
 from opslake.query.dialect import to_duckdb
@@ -75,12 +77,16 @@ def ops_rows(
     return rows
 
 
-def run(rows: list[dict[str, Any]], athena_sql: str) -> list[dict[str, Any]]:
+def run(
+    rows: list[dict[str, Any]], athena_sql: str, merges: Sequence[Mapping[str, str]] = ()
+) -> list[dict[str, Any]]:
+    """The Athena SQL on DuckDB over ``rows`` as ``ops`` and ``merges`` as ``signature_merges``."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     table = pa.Table.from_pylist(rows, schema=OPS)
     con.register("ops_arrow", table)
     con.execute("CREATE TABLE ops AS SELECT * FROM ops_arrow")
+    con.register("signature_merges", derived.to_table("signature_merges", list(merges)))
     relation = con.sql(to_duckdb(athena_sql).sql)
     return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
 
@@ -240,3 +246,92 @@ def test_an_endpoint_that_masking_lengthens_past_an_id_is_cut_and_counted() -> N
     assert "/{id}" * 39 + "/{i …" in cut and len(cut) >= 2
     found = run(rows, failures_view_sql("ops"))
     assert {r["signature_id"] for r in found} == set(python)
+
+
+def test_the_view_and_signature_of_failure_count_a_word_variant_under_its_merged_signature() -> None:
+    """Everything that computes a signature in SQL agrees with the analyzer's merge: the failures
+    view (a LEFT JOIN) and signature_of_failure (a correlated lookup, used by the contrast, the
+    experiment and the corrections) give a word variant its merged signature, any other failure
+    its own, a success none; the view still prunes partitions (dt and hour come from ops)."""
+    from opslake.analysis.playbooks.contrast_sql import signature_of_failure
+    from opslake.analysis.signatures import MergedRaw, NewTemplate, merge_variants, merged_id
+    from opslake.query.viewsql import joined_tables
+
+    texts = [f"no stock of blue sneakers in {city}" for city in ("Lyon", "Paris", "Nice", "Lille")]
+    texts += ["warehouse closed for inventory", "no stock of red boots in Lyon"]
+    rows = []
+    for i, text in enumerate(texts * 3):
+        at = T0 + timedelta(minutes=i)
+        rows.append(
+            {"op_id": f"op{i}", "endpoint": "tool:stock", "agent_id": "a", "reporter_id": "k", "ts": at,
+             "ingested_at": at, "success": i == 0, "error": text, "error_type": "OutOfStock",
+             "input_summary": None, "task_class": None, "dt": f"{at:%Y-%m-%d}", "hour": f"{at:%H}"}
+        )  # fmt: skip
+    raw = {r["op_id"]: signature_id(template_of(r["endpoint"], r["error_type"], r["error"])) for r in rows}
+    signatures: dict[str, Signature] = {}
+    merged: dict[str, MergedRaw] = {}
+    new = [NewTemplate(raw[r["op_id"]], r["endpoint"], r["error_type"], template_of(
+        r["endpoint"], r["error_type"], r["error"]), r["ts"]) for r in rows]  # fmt: skip
+    merge_variants(signatures, merged, new)
+    assert len(merged) == 4  # the four cities; the red boots in Lyon stay apart (one value)
+    table = [
+        {"raw_signature_id": r, "signature_id": m.signature_id, "template": signatures[m.signature_id].template,
+         "raw_template": m.template}
+        for r, m in merged.items()
+    ]  # fmt: skip
+    want = {r["op_id"]: merged_id(merged, raw[r["op_id"]]) for r in rows if not r["success"]}
+    assert len(set(want.values())) == 3
+
+    view = run(rows, failures_view_sql("ops"), table)
+    assert {r["op_id"]: r["signature_id"] for r in view} == want
+    assert passthrough_columns(failures_view_sql("ops")) == {"dt", "hour"}
+    assert joined_tables(failures_view_sql("ops")) == {("", "signature_merges")}
+
+    found = run(rows, f"SELECT op_id, {signature_of_failure()} AS signature_id FROM ops", table)
+    assert {r["op_id"]: r["signature_id"] for r in found if r["signature_id"] is not None} == want
+    assert [r["signature_id"] for r in found if r["op_id"] == "op0"] == [None]  # a success
+    aliased = run(rows, f"SELECT o.op_id, {signature_of_failure('o')} AS signature_id FROM ops o", table)
+    assert sorted(aliased, key=str) == sorted(found, key=str)
+    # before any merge (an empty table) every failure keeps its raw signature
+    assert {r["op_id"]: r["signature_id"] for r in run(rows, failures_view_sql("ops"))} == {
+        k: raw[k] for k in want
+    }
+
+
+def test_the_consolidators_corrections_count_failures_under_their_merged_signature() -> None:
+    """corrections_sql computes the raw signature in a subquery and looks it up one level up (the
+    masking once per op): a merged variant counts under its merged id, any other failure keeps its
+    own, whatever else the table maps."""
+    from opslake.jobs.consolidator import corrections_sql
+    from opslake.lake.schema import OPS_SCHEMA
+
+    texts = ["no stock of blue sneakers in Lyon", "no stock of blue sneakers in Paris", "warehouse closed"]
+    rows = [
+        {"op_id": f"c{i}", "ts": T0 + timedelta(minutes=i), "ingested_at": T0 + timedelta(minutes=i),
+         "endpoint": "tool:stock", "source": "runtime", "agent_id": "a", "reporter_id": "k", "success": False,
+         "duration_ms": 1.0, "error": text, "error_type": "OutOfStock", "dt": f"{T0:%Y-%m-%d}", "hour": f"{T0:%H}"}
+        for i, text in enumerate(texts)
+    ]  # fmt: skip
+    raw = [signature_id(template_of("tool:stock", "OutOfStock", t)) for t in texts]
+    merges = [
+        {"raw_signature_id": r, "signature_id": "sig_merged", "template": "t", "raw_template": "r"}
+        for r in raw[:2]
+    ] + [
+        {
+            "raw_signature_id": "sig_other",
+            "signature_id": "sig_elsewhere",
+            "template": "t",
+            "raw_template": "r",
+        }
+    ]
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    schema = OPS_SCHEMA.append(pa.field("dt", pa.string())).append(pa.field("hour", pa.string()))
+    con.register("ops", pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in rows], schema))
+    con.register("signature_merges", derived.to_table("signature_merges", merges))
+    relation = con.sql(to_duckdb(corrections_sql("ops", WINDOW, ["tool:stock"])).sql)
+    found = [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+    counted: dict[str, int] = {}
+    for r in found:  # one row per minute and signature
+        counted[r["signature_id"]] = counted.get(r["signature_id"], 0) + r["count"]
+    assert counted == {"sig_merged": 2, raw[2]: 1}

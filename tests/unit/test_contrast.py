@@ -36,6 +36,7 @@ from opslake.analysis.playbooks.contrast_sql import (
     SUCCESSES_PER_REPORTER,
 )
 from opslake.analysis.reporters import ReporterTrust
+from opslake.lake import derived
 from opslake.models.analysis import Diagnosis
 from opslake.models.playbooks import MAX_ACTION_CHARS, MAX_FIX_NAMES
 from opslake.models.window import Window
@@ -85,6 +86,7 @@ def run(sql: str, ops: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The Athena SQL run by DuckDB over ``ops`` as the ``ops`` table."""
     con = duckdb.connect()
     con.register("ops", table(ops))
+    con.register("signature_merges", derived.to_table("signature_merges", []))  # no word variants merged
     cursor = con.execute(to_duckdb(sql).sql)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

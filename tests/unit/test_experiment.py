@@ -28,6 +28,7 @@ from opslake.analysis.playbooks.experiment import (
     start_experiments,
 )
 from opslake.analysis.reporters import ReporterTrust
+from opslake.lake import derived
 from opslake.models.playbooks import PlaybookEntry
 from opslake.models.window import Window
 from opslake.query.dialect import to_duckdb
@@ -80,7 +81,9 @@ def followed(key: str, minutes: float, ids: str) -> dict:
               attributes={"entry_ids": ids})  # fmt: skip
 
 
-def run(sql: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run(
+    sql: str, rows: list[dict[str, Any]], merges: list[dict[str, str]] | None = None
+) -> list[dict[str, Any]]:
     """The Athena SQL run by DuckDB over ``rows`` as the ``ops`` table."""
     full = [
         {"event_kind": None, "source": "gateway", "attributes": {}, **r, "ingested_at": r["ts"], "dt": f"{r['ts']:%Y-%m-%d}",
@@ -91,6 +94,7 @@ def run(sql: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         r["attributes"] = list(r["attributes"].items())
     con = duckdb.connect()
     con.register("ops", pa.Table.from_pylist(full, schema=SCHEMA))
+    con.register("signature_merges", derived.to_table("signature_merges", merges or []))  # word variants
     cursor = con.execute(to_duckdb(sql).sql)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -149,6 +153,41 @@ def test_arms_come_from_the_read_records_intent_to_treat_per_key() -> None:
     by_entry, crossed = cells(ArmRow.from_row(r) for r in found)
     assert crossed == 1 and by_entry["pb_x"]["holdout"].keys == {"bob": (2, 1), "dave": (1, 1)}
     assert (by_entry["pb_x"]["treatment"].followed, by_entry["pb_x"]["holdout"].followed) == (1, 1)
+
+
+def test_failures_and_targets_count_under_the_signature_word_variants_were_merged_into() -> None:
+    """The analyzer merged two word variants (signature_merges: raw id → merged id): a failure of
+    either counts against an entry that targets either raw signature or the merged one."""
+    variant = masking.signature_id(
+        masking.template_of("/sql", "sql_failed", ERROR.replace("resolved", "found"))
+    )
+    merged = "sig_merged00000000"
+    merges = [
+        {"raw_signature_id": raw, "signature_id": merged, "template": "t", "raw_template": "r"}
+        for raw in (SIG, variant)
+    ]
+    rows = [read("alice", 10, withheld="pb_x"), op("alice", 11, ok=False), op("alice", 12, ok=False)]
+    for target in (variant, merged, SIG):
+        sql = experiment_sql("ops", LOOKBACK, [entry(signature_id=target)], ReporterTrust())
+        assert sql is not None
+        counted = [(r["failures"], r["sig_failures"]) for r in run(sql, rows, merges) if r["ops"]]
+        assert counted == [(2, 2)], target
+    assert [(r["failures"], r["sig_failures"]) for r in run(sql, rows) if r["ops"]] == [(2, 2)]  # raw SIG
+    sql = experiment_sql("ops", LOOKBACK, [entry(signature_id=variant)], ReporterTrust())
+    assert sql is not None
+    assert [(r["failures"], r["sig_failures"]) for r in run(sql, rows) if r["ops"]] == [(2, 0)]  # not merged
+    # another signature's merge changes nothing here (the lookup matches the failure's own raw id)
+    elsewhere = [
+        {
+            "raw_signature_id": "sig_other",
+            "signature_id": "sig_elsewhere",
+            "template": "t",
+            "raw_template": "r",
+        }
+    ]
+    sql = experiment_sql("ops", LOOKBACK, [entry(signature_id=SIG)], ReporterTrust())
+    assert sql is not None
+    assert [(r["failures"], r["sig_failures"]) for r in run(sql, rows, elsewhere) if r["ops"]] == [(2, 2)]
 
 
 def test_only_calls_count_in_an_arm_never_the_runtimes_reports_about_them() -> None:

@@ -8,14 +8,17 @@ One run (every 5 minutes, or a backfill) does, in this order:
    template, so the Lambda receives one row per template (count, first/last seen, bounded and
    sorted lists of agents, reporters, variants and op ids) and at most five samples per
    template, however many ops failed; an op is counted once per (``reporter_id``, ``op_id``);
-3. merge those aggregates into the signatures; the ``failures`` table is a Glue view over
-   ``ops`` (:func:`failures_view_sql`) that computes every failure's signature with the same SQL,
-   created or updated by each run when its text differs (nothing per op is written);
+3. merge templates that differ only in a few word positions (a city, a role) into one signature
+   (:func:`~opslake.analysis.signatures.merge_variants`: over the distinct templates, known and
+   new, never over ops), then merge the aggregates into the signatures; the ``failures`` table is a
+   Glue view over ``ops`` (:func:`failures_view_sql`) that computes every failure's signature with
+   the same SQL and looks it up in ``signature_merges``, created or updated by each run when its
+   text differs (nothing per op is written);
 4. diagnose the signatures that are new or changed, at most ``diagnosis_budget`` of them, most
    frequent first, each diagnosis an object named by its id (a redo overwrites it);
 5. commit the new watermark and the signatures with one conditional write. Until that write,
    nothing is counted: a crash anywhere before it makes the next run redo the same window;
-6. export the ``signatures`` table (one object, replaced whole).
+6. export the ``signatures`` and ``signature_merges`` tables (one object each, replaced whole).
 
 The diagnosis model's calls become op records (``source`` "llm") on the ops queue, so their
 cost and errors land in the lake like any other op.
@@ -39,11 +42,16 @@ from opslake.analysis.reporters import (
 )
 from opslake.analysis.signatures import (
     MAX_VARIANTS,
+    MergedRaw,
+    NewTemplate,
     mark_diagnosed,
     merge_aggregate,
+    merge_variants,
+    merged_id,
     needs_diagnosis,
     select_for_diagnosis,
 )
+from opslake.analysis.template_merge import MERGES_TABLE
 from opslake.config import Settings
 from opslake.jobs.base import JobReport, ScheduledJob, wire
 from opslake.jobs.lease import Lease, StateStore
@@ -82,6 +90,8 @@ class AnalyzerRun(JobReport):
     signatures_new: int = 0
     signatures_updated: int = 0
     signatures_total: int = 0
+    signatures_merged: int = 0  # known signatures folded into another (word variants) this run
+    templates_merged: int = 0  # raw templates that count under a merged signature, in all
     diagnoses: int = 0
     diagnoses_pending: int = 0
     llm_calls: int = 0
@@ -112,18 +122,25 @@ def _analyzed(table: str) -> str:
     return f"FROM {table} WHERE NOT success AND reporter_id NOT IN ({sql_string_list(INTERNAL_REPORTERS)})"
 
 
-def failures_view_sql(table: str) -> str:
+def failures_view_sql(table: str, merges: str = MERGES_TABLE) -> str:
     """The ``failures`` view: one row per failed op with its signature, computed by the engine with
-    the analyzer's own masking SQL. ``ops`` is at-least-once until compaction, so the view groups
-    by (``reporter_id``, ``op_id``, ``dt``, ``hour``) as the analyzer counts (a redelivered copy
-    keeps its ``ingested_at``, hence its partition); ``min`` makes the other columns deterministic.
-    ``dt``/``hour`` stay plain group keys, so queries on the view still prune partitions."""
+    the analyzer's own masking SQL and looked up in ``signature_merges`` (a word variant counts
+    under its merged signature, as the analyzer counts it). ``ops`` is at-least-once until
+    compaction, so the view groups by (``reporter_id``, ``op_id``, ``dt``, ``hour``) as the analyzer
+    counts (a redelivered copy keeps its ``ingested_at``, hence its partition); ``min`` makes the
+    other columns deterministic. ``dt``/``hour`` stay plain group keys taken from ``ops`` (the left
+    side of the one LEFT JOIN), so queries on the view still prune partitions."""
     template = template_sql("endpoint", "error_type", "error")
-    return (
+    grouped = (
         f"SELECT op_id, min({signature_id_sql(template)}) AS signature_id, min(endpoint) AS endpoint,"
         " min(agent_id) AS agent_id, min(error_type) AS error_type, min(ts) AS ts,"
         f" min(ingested_at) AS ingested_at, reporter_id, dt, hour {_analyzed(table)}"
         " GROUP BY reporter_id, op_id, dt, hour"
+    )
+    return (
+        "SELECT f.op_id, coalesce(m.signature_id, f.signature_id) AS signature_id, f.endpoint, f.agent_id,"
+        " f.error_type, f.ts, f.ingested_at, f.reporter_id, f.dt, f.hour"
+        f" FROM ({grouped}) f LEFT JOIN {merges} m ON m.raw_signature_id = f.signature_id"
     )
 
 
@@ -302,8 +319,13 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         signatures = {
             sid: Signature.model_validate(raw) for sid, raw in lease.state.data.get("signatures", {}).items()
         }
+        merged = {
+            raw: MergedRaw(str(found["signature_id"]), str(found["template"]))
+            for raw, found in lease.state.data.get("merges", {}).items()
+        }
         samples: dict[str, list[dict[str, Any]]] = dict(lease.state.data.get("samples", {}))
         known_before = set(signatures)
+        raw_known_before = known_before | set(merged)  # raw ids: a backfill counts only unseen ones
         before = {sid: sig.count for sid, sig in signatures.items()}
 
         sql = aggregates_sql(
@@ -311,17 +333,22 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         )
         aggregates = [SignatureAggregate.model_validate(row) for row in self.query(sql, report)]
         report.failures_read = sum(a.count for a in aggregates if a.part < 2)
+        self._merge_variants(signatures, merged, samples, aggregates, report)
         for agg in aggregates:
-            count = agg.part == 0 and (not backfill or agg.signature_id not in known_before)
+            count = agg.part == 0 and (not backfill or agg.signature_id not in raw_known_before)
+            target = merged_id(merged, agg.signature_id)
+            if target != agg.signature_id:  # a word variant: counted under its merged signature
+                agg = agg.model_copy(update={"signature_id": target, "template": signatures[target].template})
             merge_aggregate(signatures, agg, trust=self.trust, count=count)
             report.failures_counted += agg.count if count else 0
-        self._remember_samples(samples, window, report)
+        self._remember_samples(samples, merged, window, report)
 
         report.signatures_new = len(set(signatures) - known_before)
         report.signatures_updated = sum(
             1 for sid, sig in signatures.items() if sid in known_before and sig.count != before[sid]
         )
-        seen_in_window = {agg.signature_id for agg in aggregates}
+        report.templates_merged = len(merged)
+        seen_in_window = {merged_id(merged, agg.signature_id) for agg in aggregates}
         candidates = (
             [signatures[s] for s in sorted(seen_in_window)] if backfill else list(signatures.values())
         )
@@ -331,11 +358,13 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
 
         data = {
             "signatures": {sid: sig.model_dump(mode="json") for sid, sig in signatures.items()},
+            "merges": {raw: found._asdict() for raw, found in sorted(merged.items())},
             "samples": samples,
         }
         self.state.commit(lease, watermark=watermark if backfill else window.end, data=data)
         report.signatures_total = len(signatures)
         self._export_signatures(signatures)
+        self._export_merges(signatures, merged)
         metrics.add_metric(name="FailuresAnalyzed", unit="Count", value=report.failures_read)
         metrics.add_metric(name="SignaturesNew", unit="Count", value=report.signatures_new)
         metrics.add_metric(name="Diagnoses", unit="Count", value=report.diagnoses)
@@ -359,16 +388,41 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
             )
             metrics.add_metric(name="FailuresViewErrors", unit="Count", value=1)
 
+    def _merge_variants(
+        self,
+        signatures: dict[str, Signature],
+        merged: dict[str, MergedRaw],
+        samples: dict[str, list[dict[str, Any]]],
+        aggregates: Sequence[SignatureAggregate],
+        report: AnalyzerRun,
+    ) -> None:
+        """Merge word variants among the known signatures and this window's templates (one row per
+        template: the cost follows templates, not ops); the samples of a folded signature join its
+        survivor's."""
+        new = [
+            NewTemplate(agg.signature_id, agg.endpoint, agg.error_type, agg.template, agg.first_seen)
+            for agg in sorted(aggregates, key=lambda a: (a.first_seen, a.signature_id))
+        ]
+        outcome = merge_variants(signatures, merged, new, trust=self.trust)
+        for absorbed, survivor in outcome.absorbed.items():
+            samples[survivor] = merge_samples(samples.get(survivor, []), samples.pop(absorbed, []))
+        report.signatures_merged = len(outcome.absorbed)
+
     def _remember_samples(
-        self, samples: dict[str, list[dict[str, Any]]], window: Window, report: AnalyzerRun
+        self,
+        samples: dict[str, list[dict[str, Any]]],
+        merged: dict[str, MergedRaw],
+        window: Window,
+        report: AnalyzerRun,
     ) -> None:
         """Keep up to 5 recent failures per signature (texts cut), distinct errors first, so a
         signature diagnosed in a later run still has evidence to show the model: the window's
-        samples (:func:`samples_sql`, only from keys that count) before the ones kept earlier."""
+        samples (:func:`samples_sql`, only from keys that count) before the ones kept earlier. A
+        word variant's samples are its merged signature's."""
         sql = samples_sql(self.table, window, read_until=window.end, trust=self.trust)
         found: dict[str, list[dict[str, Any]]] = {}
         for row in self.query(sql, report):
-            sid = row.pop("signature_id")
+            sid = merged_id(merged, row.pop("signature_id"))
             found.setdefault(sid, []).append(FailureSample.model_validate(row).model_dump(mode="json"))
         for sid, new in found.items():
             samples[sid] = merge_samples(new, samples.get(sid, []))
@@ -440,6 +494,26 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         self.store.put(
             derived.whole_table_key("signatures"),
             derived.parquet_bytes("signatures", rows),
+            content_type="application/vnd.apache.parquet",
+        )
+
+    def _export_merges(self, signatures: dict[str, Signature], merged: dict[str, MergedRaw]) -> None:
+        """The ``signature_merges`` table (raw signature id → the merged signature and both
+        templates), written every run even when empty, so every SQL that looks a signature up in it
+        finds the table's object."""
+        rows = [
+            {
+                "raw_signature_id": raw,
+                "signature_id": found.signature_id,
+                "template": signatures[found.signature_id].template,
+                "raw_template": found.template,
+            }
+            for raw, found in sorted(merged.items())
+            if found.signature_id in signatures
+        ]
+        self.store.put(
+            derived.whole_table_key(MERGES_TABLE),
+            derived.parquet_bytes(MERGES_TABLE, rows),
             content_type="application/vnd.apache.parquet",
         )
 

@@ -64,6 +64,7 @@ from opslake.analysis.playbooks.experiment import (
 )
 from opslake.analysis.playbooks.quality import QUALITY, quality_label
 from opslake.analysis.reporters import CONSOLIDATOR_REPORTER, ReporterTrust
+from opslake.analysis.template_merge import merged_signature_sql
 from opslake.config import Settings
 from opslake.jobs.base import JobReport, ScheduledJob, wire
 from opslake.jobs.lease import Lease, LeaseLostError, StateStore
@@ -181,11 +182,16 @@ def corrections_sql(
        {keep["sig_hash"]} AS sig_hash, {keep["source"]} AS source, {keep["session_id"]} AS session_id,
        {keep["applied_at_turn"]} AS applied_at_turn, o.signature_id, count(*) AS count
 FROM (
+  -- the raw signature first, looked up in signature_merges once it is a column (masking once per op)
   SELECT op_id, endpoint, agent_id, reporter_id, ts, success, task_class, sig_hash, source, session_id,
-         applied_at_turn, {signature_of_failure()} AS signature_id
-  FROM {table}
-  WHERE {window_predicate(lookback)} AND {_counted(trust)}
-    AND ((endpoint IN ({names}) AND NOT success) OR source = 'overseer_correction' OR sig_hash IS NOT NULL)
+         applied_at_turn, {merged_signature_sql("r.raw_signature_id")} AS signature_id
+  FROM (
+    SELECT op_id, endpoint, agent_id, reporter_id, ts, success, task_class, sig_hash, source, session_id,
+           applied_at_turn, {signature_of_failure(merged=False)} AS raw_signature_id
+    FROM {table}
+    WHERE {window_predicate(lookback)} AND {_counted(trust)}
+      AND ((endpoint IN ({names}) AND NOT success) OR source = 'overseer_correction' OR sig_hash IS NOT NULL)
+  ) r
 ) o
 GROUP BY o.endpoint, {minute}, o.success, o.task_class, o.signature_id, {", ".join(keep.values())}
 ORDER BY 4, 2, 6, 5, 12, 1

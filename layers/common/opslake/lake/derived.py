@@ -7,6 +7,7 @@ after a crash overwrites instead of duplicating. (``failures``, one row per fail
 signature, is a Glue view over ``ops`` that the analyzer keeps: :func:`opslake.jobs.analyzer.failures_view_sql`.)
 
 * ``signatures`` and ``playbooks``: one object each, the whole table, rewritten after each run.
+* ``signature_merges``: one object, the analyzer's word-variant merges, rewritten after each run.
 * ``diagnoses``: one object per diagnosis, named by its id (``dg_<signature>_<n>``).
 * ``playbook_deltas``: one object per consolidator run (named by the run's window end and its
   delta ids) or per operator change (named by its delta id).
@@ -43,6 +44,17 @@ SIGNATURES_SCHEMA = pa.schema(
         pa.field("diagnoses", pa.int64(), nullable=False),
         pa.field("last_diagnosis_id", pa.string()),
         pa.field("last_diagnosed_at", _TS),
+    ]
+)
+
+#: One row per raw signature folded into a merged one (word variants: opslake.analysis.template_merge):
+#: what every SQL that computes a signature looks its raw id up in.
+SIGNATURE_MERGES_SCHEMA = pa.schema(
+    [
+        pa.field("raw_signature_id", pa.string(), nullable=False),
+        pa.field("signature_id", pa.string(), nullable=False),
+        pa.field("template", pa.string(), nullable=False),
+        pa.field("raw_template", pa.string(), nullable=False),
     ]
 )
 
@@ -147,6 +159,7 @@ PLAYBOOK_DELTAS_SCHEMA = pa.schema(
 
 SCHEMAS: dict[str, pa.Schema] = {
     "signatures": SIGNATURES_SCHEMA,
+    "signature_merges": SIGNATURE_MERGES_SCHEMA,
     "diagnoses": DIAGNOSES_SCHEMA,
     "playbooks": PLAYBOOKS_SCHEMA,
     "playbook_deltas": PLAYBOOK_DELTAS_SCHEMA,

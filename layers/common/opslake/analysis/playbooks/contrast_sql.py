@@ -18,6 +18,7 @@ from __future__ import annotations
 from opslake.analysis.masking import signature_id_sql, template_sql
 from opslake.analysis.playbooks.grouping import IGNORED_ENDPOINTS
 from opslake.analysis.reporters import ReporterTrust
+from opslake.analysis.template_merge import merged_signature_sql
 from opslake.models.window import Window
 from opslake.query.sqltext import sql_string_list, window_predicate
 
@@ -46,12 +47,17 @@ def calls_only(alias: str = "") -> str:
     )
 
 
-def signature_of_failure(alias: str = "") -> str:
+def signature_of_failure(alias: str = "", *, merged: bool = True) -> str:
     """A failed op's signature computed from the op itself as the analyzer computes it (masking in
-    SQL): no join with ``failures``, and a failure the analyzer has not seen yet has one already."""
+    SQL), then looked up in the analyzer's ``signature_merges`` (a word variant counts under its
+    merged signature): no join with ``failures``, and a failure the analyzer has not seen yet has
+    one already (its raw signature, until the analyzer merges it). With ``merged=False`` the raw
+    signature only: a query over many ops computes it in a subquery and looks the column up one
+    level up (:func:`~opslake.analysis.template_merge.merged_signature_sql`), since the lookup names
+    its argument twice and the masking is the costly part."""
     p = f"{alias}." if alias else ""
-    template = template_sql(f"{p}endpoint", f"{p}error_type", f"{p}error")
-    return f"CASE WHEN NOT {p}success THEN {signature_id_sql(template)} END"
+    raw = signature_id_sql(template_sql(f"{p}endpoint", f"{p}error_type", f"{p}error"))
+    return f"CASE WHEN NOT {p}success THEN {merged_signature_sql(raw) if merged else raw} END"
 
 
 def contrast_samples_sql(

@@ -47,6 +47,7 @@ from typing import Any, get_args
 from opslake.analysis.intervals import design_effect, newcombe, wilson
 from opslake.analysis.playbooks.contrast_sql import calls_only, signature_of_failure
 from opslake.analysis.reporters import ReporterTrust
+from opslake.analysis.template_merge import merged_signature_sql
 from opslake.config import Settings
 from opslake.models.playbooks import Arm, PlaybookEntry, Verdict
 from opslake.models.window import Window
@@ -132,13 +133,18 @@ def experiment_sql(
 ), ut AS (
   -- each unit with its target first, so that the ops join on (key, endpoint) at once: joined on the
   -- key alone, every op met every unit of its key (11M rows for 3.75M at 1M ops x 50 entries)
-  SELECT u.entry_id, u.reporter_id, u.holdout_from, u.treatment_from, t.endpoint, t.task_class, t.signature_id,
-         greatest(t.since, {first}) AS from_ts
+  -- an entry's signature may since have been merged into another (word variants): count that one's failures
+  SELECT u.entry_id, u.reporter_id, u.holdout_from, u.treatment_from, t.endpoint, t.task_class,
+         {merged_signature_sql("t.signature_id")} AS signature_id, greatest(t.since, {first}) AS from_ts
   FROM units u JOIN targets t ON t.entry_id = u.entry_id
 ), o AS (
-  SELECT reporter_id, ts, endpoint, task_class, success, {signature_of_failure()} AS signature_id
-  FROM {table}
-  WHERE {where} AND {calls_only()} AND endpoint IN ({sql_string_list(e.endpoint or "" for e in measured)})
+  -- the raw signature in a subquery, looked up in signature_merges once it is a column (masking once per op)
+  SELECT reporter_id, ts, endpoint, task_class, success, {merged_signature_sql("r.raw_signature_id")} AS signature_id
+  FROM (
+    SELECT reporter_id, ts, endpoint, task_class, success, {signature_of_failure(merged=False)} AS raw_signature_id
+    FROM {table}
+    WHERE {where} AND {calls_only()} AND endpoint IN ({sql_string_list(e.endpoint or "" for e in measured)})
+  ) r
 ), f AS (
   SELECT reporter_id, r.entry_id, ts
   FROM {table} CROSS JOIN UNNEST(split(element_at(attributes, 'entry_ids'), ',')) AS r(entry_id)
