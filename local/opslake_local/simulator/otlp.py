@@ -7,7 +7,9 @@ sends to ``<base_url>/v1/traces`` with the agent's own API key (the key says who
 ``/events``). Each task runs inside an ``invoke_agent`` span (GenAI semantic conventions), so every
 report of a task shares its trace id; the tool calls carry that trace id too
 (``x-opslake-trace-id``), since the gateway already records each of them (no ``execute_tool``
-spans: the same call would be counted twice).
+spans for opslake's tools: the same call would be counted twice). A runtime with tools of its own
+(:mod:`opslake_local.worlds`) records each of their calls as an ``execute_tool`` span
+(:meth:`TaskSpans.tool_call`): those calls reach opslake only that way.
 
 A report is the op the runtime would have posted to ``/events``, written as one span: the runtime's
 model call is a GenAI ``chat`` span (model, token usage, status ERROR with the timeout as an
@@ -20,6 +22,7 @@ opslake's own (the /v1/traces contract), imported from the mapping that reads th
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,7 +41,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ge
 from opentelemetry.semconv._incubating.attributes.session_attributes import SESSION_ID
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_trace_id
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
 from opslake.otlp.mapping import OPSLAKE_ATTRIBUTES_PREFIX, OPSLAKE_ENDPOINT, OPSLAKE_FIELDS, OPSLAKE_PREFIX
@@ -138,12 +141,21 @@ class TaskSpans:
     runtime's time, as ``/events`` would have been told); the task span ends after the last one.
     """
 
-    def __init__(self, tracer: trace.Tracer, span: Span) -> None:
+    #: Tool calls of a task start at least this far apart: ops are ordered by ``ts``, which keeps
+    #: milliseconds, so two calls in the same millisecond would have no order within their session.
+    TOOL_CALL_SPACING_NS = 1_000_000
+
+    def __init__(
+        self, tracer: trace.Tracer, span: Span, *, session: str | None = None, task_class: str | None = None
+    ) -> None:
         self.tracer, self.span = tracer, span
         self.context = trace.set_span_in_context(span)
         self.trace_id = format_trace_id(span.get_span_context().trace_id)
+        self.session, self.task_class = session, task_class
         self.reported = 0
+        self.tool_calls = 0
         self.last_end_ns = 0
+        self.next_start_ns = 0  # the earliest start of the task's next tool call
 
     def report(self, op: Mapping[str, Any], model: ModelCall | None = None) -> None:
         """One runtime op as one span: a GenAI ``chat`` span for a model call, else an ``opslake.*``
@@ -165,6 +177,57 @@ class TaskSpans:
         span.end(end_time=end)
         self.reported += 1
         self.last_end_ns = max(self.last_end_ns, end)
+
+    def tool_call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+        duration_ms: float,
+    ) -> str:
+        """One execution of the runtime's own tool, as a GenAI instrumentation records it: an
+        ``execute_tool`` span with the tool's name, call id, arguments (JSON) and result (JSON, or the
+        text the tool returned), the task's session and class; a tool that raised has status ERROR,
+        its exception as an event and ``error.type``. A tool that returned an error as its result is
+        recorded as it is: status OK, the error in the result. The call starts now (at least
+        :data:`TOOL_CALL_SPACING_NS` after the task's previous one) and lasts ``duration_ms``.
+        Returns the op id ``/v1/traces`` gives the span (``<trace id>:<span id>``)."""
+        self.tool_calls += 1
+        start = max(time.time_ns(), self.next_start_ns)
+        end = start + round(duration_ms * 1e6)
+        attributes: dict[str, AttributeValue] = {
+            gen_ai.GEN_AI_OPERATION_NAME: Operation.EXECUTE_TOOL.value,
+            gen_ai.GEN_AI_TOOL_NAME: name,
+            gen_ai.GEN_AI_TOOL_TYPE: "function",
+            gen_ai.GEN_AI_TOOL_CALL_ID: f"call_{self.trace_id[:8]}_{self.tool_calls}",
+            gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps(dict(arguments)),
+        }
+        if error is None:
+            attributes[gen_ai.GEN_AI_TOOL_CALL_RESULT] = (
+                result if isinstance(result, str) else json.dumps(result)
+            )
+        if self.session:
+            attributes[SESSION_ID] = self.session
+        if self.task_class:
+            attributes[OPSLAKE_PREFIX + "task_class"] = self.task_class
+        span = self.tracer.start_span(
+            f"{Operation.EXECUTE_TOOL.value} {name}",
+            self.context,
+            SpanKind.INTERNAL,
+            attributes,
+            start_time=start,
+        )
+        if error is not None:
+            span.record_exception(error, timestamp=end, escaped=True)
+            span.set_attribute(ERROR_TYPE, type(error).__name__)
+            span.set_status(Status(StatusCode.ERROR, str(error)))
+        span.end(end_time=end)
+        self.next_start_ns = start + self.TOOL_CALL_SPACING_NS
+        self.last_end_ns = max(self.last_end_ns, end)
+        context = span.get_span_context()
+        return f"{format_trace_id(context.trace_id)}:{format_span_id(context.span_id)}"
 
     def finish(self, succeeded: bool) -> None:
         """Record the task's outcome on its span (an attribute: see :data:`TASK_SUCCEEDED`)."""
@@ -209,7 +272,7 @@ class SpanReporter:
         }
         name = f"{Operation.INVOKE_AGENT.value} {agent.agent_id}"
         span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
-        spans = TaskSpans(tracer, span)
+        spans = TaskSpans(tracer, span, session=session, task_class=task_class)
         try:
             yield spans
         except BaseException as exc:

@@ -9,7 +9,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Call:
-    """One HTTP call an agent made: what it asked and what the tool answered."""
+    """One call an agent made: what it asked and what the tool answered. An HTTP call to opslake's
+    tools has its method and status; a call of a runtime's own tool (:mod:`opslake_local.worlds`)
+    has method ``TOOL``, status 200 (it worked) or 500 (it raised or returned an error), and the op
+    id of its span."""
 
     agent_id: str
     task_class: str
@@ -18,6 +21,7 @@ class Call:
     status: int
     error: str | None  # the tool's stable error code on a failure
     mode: str | None  # the planted mistake behind the call, if any
+    op_id: str | None = None  # the op record's id, when the runtime reported the call as a span
 
 
 @dataclass
@@ -54,13 +58,16 @@ class CycleStats:
     corrections: int = 0
     calls: list[Call] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: the tool calls are spans the runtime exports (a runtime's own tools), not gateway calls
+    tool_calls_in_spans: bool = False
 
     @property
     def ops_sent(self) -> int:
         """Op records this cycle produced: one per tool call and playbook read, one per op in /events
-        or span exported (every span the simulator exports is op-shaped), one extra per /log."""
+        or span exported (every span the simulator exports is op-shaped; a tool call reported as a
+        span counts once), one extra per /log."""
         return (
-            self.tool_calls
+            (0 if self.tool_calls_in_spans else self.tool_calls)
             + self.playbook_reads
             + self.events_posted
             + self.spans_exported
