@@ -14,6 +14,11 @@ the signature purity against the planted labels read back from the ``failures`` 
 model calls).
 
     .venv/bin/python bench/bench_analyzer.py [--ops 1000000 10000000] [--code /tmp/i13/old --code .]
+        [--catalog words]
+
+``--catalog words`` plants the 12 modes of bench/planted_words.py instead (errors naming cities,
+products, users …: word-valued variables); the grouping accuracy (Loghub's GA,
+bench/grouping_scores.py) is printed beside the purity.
 """
 
 from __future__ import annotations
@@ -60,15 +65,16 @@ def use_code(root: Path) -> None:
 
 
 # -- the lake (built once per size, cached) ---------------------------------------------------
-def build_lake(n_ops: int, folder: Path) -> None:
+def build_lake(n_ops: int, folder: Path, catalog: str = "planted") -> None:
     """``folder/dt=…/hour=…/bench.parquet`` (24 hours of ``n_ops`` ops) and ``folder/labels.parquet``
     (op_id → planted mode of every failure). Failures come from planted.generate (all failing),
     successes are generated column-wise by numpy/Arrow, so 10M ops build in seconds."""
     import numpy as np
+    import planted_words
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from planted import SUCCESS_ENDPOINTS, generate
+    from planted import MODES, SUCCESS_ENDPOINTS, generate
 
     from opslake.lake.parquet import to_parquet_bytes
     from opslake.lake.schema import OPS_SCHEMA
@@ -76,7 +82,8 @@ def build_lake(n_ops: int, folder: Path) -> None:
     rng = np.random.default_rng(7)
     n_fail = round(n_ops * FAILURE_RATE)
     n_ok = n_ops - n_fail
-    failed = generate(n_ops=n_fail, failure_rate=1.0, seed=7).columns
+    modes = planted_words.MODES if catalog == "words" else MODES
+    failed = generate(n_ops=n_fail, failure_rate=1.0, seed=7, catalog=modes).columns
     agents = pa.array([f"agent-{i:04d}" for i in range(500)])
     start_ms = int(START.timestamp() * 1000)
     day_ms = 86_400_000
@@ -142,13 +149,14 @@ def build_lake(n_ops: int, folder: Path) -> None:
     )
 
 
-def lake_files(n_ops: int, cache: Path) -> Path:
+def lake_files(n_ops: int, cache: Path, catalog: str = "planted") -> Path:
     from opslake.lake.parquet import ROW_GROUP_ROWS
 
-    folder = cache / f"ops-{n_ops}-rg{ROW_GROUP_ROWS}"  # a lake written with other row groups is another lake
+    # a lake written with other row groups (or other planted modes) is another lake
+    folder = cache / f"ops-{n_ops}-rg{ROW_GROUP_ROWS}{'' if catalog == 'planted' else '-' + catalog}"
     if not (folder / "labels.parquet").exists():
         began = time.perf_counter()
-        build_lake(n_ops, folder)
+        build_lake(n_ops, folder, catalog)
         print(f"built the {n_ops:,}-op lake in {time.perf_counter() - began:.1f} s ({folder})", flush=True)
     return folder
 
@@ -278,6 +286,9 @@ def worker(code: Path, llm_url: str, budget: int, labels_path: Path) -> dict[str
         zip(*(pq.read_table(labels_path).column(c).to_pylist() for c in ("op_id", "mode")), strict=True)
     )
     rows = EmbeddedEngine.from_settings(settings).run("SELECT op_id, signature_id FROM failures").rows
+    from grouping_scores import grouping_accuracy
+
+    accuracy = grouping_accuracy([r[1] for r in rows], [labels[r[0]] for r in rows])
     by_signature: dict[str, Counter[str]] = defaultdict(Counter)
     for op_id, signature in rows:
         by_signature[signature][labels[op_id]] += 1
@@ -295,6 +306,7 @@ def worker(code: Path, llm_url: str, budget: int, labels_path: Path) -> dict[str
         "signatures": len(by_signature),
         "modes": len(per_mode),
         "purity": sum(c.most_common(1)[0][1] for c in by_signature.values()) / max(len(rows), 1),
+        "grouping_accuracy": accuracy,
         "max_per_mode": max((len(s) for s in per_mode.values()), default=0),
     }
 
@@ -307,6 +319,9 @@ def main() -> None:
         "--code", type=Path, action="append", help="a checkout to run (repeatable; default: this one)"
     )
     parser.add_argument("--cache", type=Path, default=Path("/tmp/opslake-bench-analyzer"))
+    parser.add_argument(
+        "--catalog", choices=("planted", "words"), default="planted", help="the planted modes"
+    )
     parser.add_argument(
         "--worker", nargs=4, metavar=("CODE", "LLM_URL", "BUDGET", "LABELS"), help=argparse.SUPPRESS
     )
@@ -321,7 +336,7 @@ def main() -> None:
 
     codes = [c.resolve() for c in args.code or [HERE]]
     for n_ops in args.ops:
-        folder = lake_files(n_ops, args.cache)
+        folder = lake_files(n_ops, args.cache, args.catalog)
         with (
             LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack,
             FakeLlm() as llm_api,
@@ -357,6 +372,7 @@ def main() -> None:
                     f"  peak RSS {r['peak_rss_mb']:.0f} MB (before the first run {r['rss_before_mb']:.0f} MB); "
                     f"failures rows {r['failures_rows']:,} (distinct ops {r['distinct_ops']:,}); "
                     f"signatures {r['signatures']} for {r['modes']} planted modes; purity {r['purity']:.4f}; "
+                    f"grouping accuracy {r['grouping_accuracy']:.4f}; "
                     f"max signatures per mode {r['max_per_mode']}",
                     flush=True,
                 )

@@ -274,7 +274,9 @@ def cached_lake(n_ops: int, n_keys: int, n_entries: int, effects: int, effect: f
 def engine_over(folder: Path, settings: Any) -> Any:
     """The embedded engine over the files: moto's Glue in process, the local filesystem."""
     import boto3
+    import pyarrow as pa
     import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
     from moto import mock_aws
 
     from opslake.lake.schema import glue_columns
@@ -302,6 +304,21 @@ def engine_over(folder: Path, settings: Any) -> Any:
         glue.batch_create_partition(
             DatabaseName=DATABASE, TableName=TABLE, PartitionInputList=partitions[i : i + 100]
         )
+    # the analyzer's word-variant merges, which a failure's signature is looked up in: none here
+    merges = folder / "signature_merges"
+    merges.mkdir(exist_ok=True)
+    names = ("raw_signature_id", "signature_id", "template", "raw_template")
+    pq.write_table(pa.table({n: pa.array([], pa.string()) for n in names}), merges / "merges.parquet")
+    glue.create_table(
+        DatabaseName=DATABASE,
+        TableInput={
+            "Name": "signature_merges",
+            "StorageDescriptor": {
+                "Columns": [{"Name": n, "Type": "string"} for n in names],
+                "Location": f"{merges}/",
+            },
+        },
+    )
     return EmbeddedEngine(
         glue,
         pafs.LocalFileSystem(),
