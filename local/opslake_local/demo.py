@@ -14,6 +14,11 @@ fleet that reads playbooks reports what only its runtimes know (model calls, cor
 the entries it followed) as spans through the OpenTelemetry SDK's OTLP exporter to
 ``POST /v1/traces`` (not opslake-sdk); the other posts the same reports to ``POST /events``.
 
+In the same cycles a second world runs (:mod:`opslake_local.worlds.helpdesk`): service-desk agents
+whose tools are their own (customers, tickets, on-site visits), reported only as OpenTelemetry
+spans; one analyzer and one consolidator run per cycle learn from both worlds. The closing note
+shows each world on its own, and for the second one a scorecard per planted mistake.
+
 Writes ``out/demo/report.html`` (self-contained) and copies the lake under ``out/demo/lake/``.
 The diagnoser is the heuristic unless ``OPSLAKE_LLM_BASE_URL`` and ``OPSLAKE_LLM_MODEL`` are set.
 """
@@ -35,9 +40,10 @@ import httpx
 from opslake.config import load_settings
 from opslake.query.factory import create_engine
 from opslake_local.console import progress, text_table
-from opslake_local.experiments import closing_note
+from opslake_local.experiments import HELPDESK, closing_note, scorecard_lines
 from opslake_local.http import LocalApi
 from opslake_local.loop import (
+    HELPDESK_STEPS,
     LOOP_ENV,
     LOOP_STEPS,
     WITH_PREFIX,
@@ -174,15 +180,28 @@ def show_analyst_queries(stack: LocalStack, names: Sequence[str] = ANALYST_QUERI
 
 
 # ---- main ---------------------------------------------------------------------------------------
-def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, agents: int = 8) -> LoopResult:
-    """The demo: stack up, closed loop with and without playbooks, report, export, stack down."""
+def run(
+    out_dir: Path = Path("out/demo"),
+    *,
+    seed: int = 7,
+    cycles: int = 4,
+    agents: int = 8,
+    helpdesk_agents: int = 8,
+    helpdesk_tasks: int = 6,
+) -> LoopResult:
+    """The demo: stack up, closed loop with and without playbooks in both worlds, report, export,
+    stack down (``helpdesk_agents=0`` runs the staffing world alone)."""
     started = time.perf_counter()
     # Powertools warns when an invocation added no metric; in Lambda that line goes to the log.
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     parameters, llm = llm_parameters()
     # On a terminal a progress bar under the output names the step that runs; elsewhere, nothing.
     with (
-        progress("demo", _DEMO_STEPS + cycles * LOOP_STEPS, first="starting the local stack") as step,
+        progress(
+            "demo",
+            _DEMO_STEPS + cycles * (LOOP_STEPS + (HELPDESK_STEPS if helpdesk_agents else 0)),
+            first="starting the local stack",
+        ) as step,
         LocalStack(env_overrides={**QUIET_ENV, **LOOP_ENV}, parameters=parameters) as stack,
     ):
         invoker = stack.invoker()
@@ -201,7 +220,11 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
             _print(f"{cycles} cycles: {agents} agents with playbooks, {agents} without, same seed")
             print("runtime reports (model calls, corrections, rescues): agents with playbooks export "
                   "OpenTelemetry spans to POST /v1/traces, agents without post to POST /events")  # fmt: skip
-            print(text_table(CYCLE_HEADER, []))
+            if helpdesk_agents:
+                print(f"second world, the service desk: {helpdesk_agents} agents with playbooks, "
+                      f"{helpdesk_agents} without, {helpdesk_tasks} tasks each per cycle; their own tools' "
+                      "calls reach opslake only as OpenTelemetry spans (POST /v1/traces)")  # fmt: skip
+            print(text_table(cycle_header(bool(helpdesk_agents)), []))
             result = run_loop(
                 stack,
                 invoker,
@@ -211,6 +234,8 @@ def run(out_dir: Path = Path("out/demo"), *, seed: int = 7, cycles: int = 4, age
                 seed=seed,
                 on_cycle=print_cycle,
                 on_step=step,
+                helpdesk_agents=helpdesk_agents,
+                helpdesk_tasks=helpdesk_tasks,
             )
             show_experiments(result)
             show_reporting(stack, result)
@@ -244,25 +269,42 @@ CYCLE_HEADER = (
     "cycle", "messages", "fail% with", "fail% without", "new sigs", "diagnoses", "entries", "refused",
     "followed",
 )  # fmt: skip
+#: The second world's columns: its fleets' failure rates and the entries its agents followed.
+HELPDESK_COLUMNS = ("desk fail% with", "desk fail% without", "desk followed")
+
+
+def cycle_header(helpdesk: bool) -> tuple[str, ...]:
+    """The per-cycle table's columns (new signatures, diagnoses, entries, refusals: both worlds)."""
+    return CYCLE_HEADER + (HELPDESK_COLUMNS if helpdesk else ())
 
 
 def print_cycle(row: CycleRow) -> None:
     s = row.summary()
-    line = text_table(
-        CYCLE_HEADER,
-        [(s["cycle"], s["messages_written"], f"{s['failure_rate_with']:.1%}", f"{s['failure_rate_without']:.1%}",
-          s["new_signatures"], s["diagnoses"], s["active_entries"], s["refused_by_gate"], s["entries_followed"])],
-    )  # fmt: skip
+    cells = [s["cycle"], s["messages_written"], f"{s['failure_rate_with']:.1%}",
+             f"{s['failure_rate_without']:.1%}", s["new_signatures"], s["diagnoses"], s["active_entries"],
+             s["refused_by_gate"], s["entries_followed"]]  # fmt: skip
+    if "helpdesk_failure_rate_with" in s:
+        cells += [f"{s['helpdesk_failure_rate_with']:.1%}", f"{s['helpdesk_failure_rate_without']:.1%}",
+                  s["helpdesk_entries_followed"]]  # fmt: skip
+    line = text_table(cycle_header("helpdesk_failure_rate_with" in s), [tuple(cells)])
     print(line.splitlines()[-1])
 
 
 def show_experiments(result: LoopResult) -> None:
-    """The closing note (:func:`closing_note`) of a finished loop."""
+    """The closing note (:func:`closing_note`) of a finished loop: the staffing world's, then the
+    second world's with its scorecard per planted mistake."""
     _print("playbook experiments (holdout, as the consolidator computed them)")
     if result.experiments is None:
         print("no experiments were read")
         return
+    if result.helpdesk is not None:
+        print("-- world 1: opslake's own tools (staffing)")
     print("\n".join(closing_note(result.experiments)))
+    if result.helpdesk is not None:
+        print(f"\n-- world 2: {HELPDESK.title}")
+        print("\n".join(closing_note(result.helpdesk.experiments, caveats=False)))
+        print("\nper cause of the service desk's failed tool calls (planted mistakes, then transient noise):")
+        print("\n".join(scorecard_lines(result.helpdesk.scorecard)))
 
 
 #: Per fleet, the ops in the lake that came through /v1/traces (they carry the span's id) and the
@@ -272,6 +314,14 @@ REPORTED_OPS_SQL = f"""SELECT agent_id LIKE '{WITH_PREFIX}-%' AS with_playbooks,
        count(DISTINCT CASE WHEN element_at(attributes, 'otel.span_id') IS NULL AND source <> 'gateway'
                             AND coalesce(event_kind, '') <> 'log' THEN op_id END) AS events
 FROM ops WHERE agent_id LIKE '{WITH_PREFIX}-%' OR agent_id LIKE '{WITHOUT_PREFIX}-%'
+GROUP BY 1"""
+#: Per fleet of the second world, its ops in the lake that came through /v1/traces, and how many of
+#: them are tool calls (``tool:*``) and failed tool calls.
+HELPDESK_OPS_SQL = f"""SELECT reporter_id LIKE '{HELPDESK.with_prefix}-%' AS with_playbooks,
+       count(DISTINCT CASE WHEN element_at(attributes, 'otel.span_id') IS NOT NULL THEN op_id END) AS otlp,
+       count(DISTINCT CASE WHEN endpoint LIKE 'tool:%' THEN op_id END) AS tool_calls,
+       count(DISTINCT CASE WHEN endpoint LIKE 'tool:%' AND NOT success THEN op_id END) AS failed
+FROM ops WHERE reporter_id LIKE '{HELPDESK.with_prefix}-%' OR reporter_id LIKE '{HELPDESK.without_prefix}-%'
 GROUP BY 1"""
 
 
@@ -299,6 +349,19 @@ def show_reporting(stack: LocalStack, result: LoopResult) -> None:
             rows.append(
                 (arm, "POST /events", sent, f"runtime ops from /events in the lake: {lake.get('events', 0)}")
             )
+    helpdesk = [r for r in result.rows if r.helpdesk is not None]
+    if helpdesk:
+        desk = {bool(r["with_playbooks"]): r for r in engine.run(HELPDESK_OPS_SQL).records()}
+        for with_playbooks, arm in ((True, "desk with playbooks"), (False, "desk without playbooks")):
+            desk_stats = [r.helpdesk_with if with_playbooks else r.helpdesk_without for r in helpdesk]
+            fleet = [s for s in desk_stats if s is not None]
+            calls, failed = sum(s.tool_calls for s in fleet), sum(s.tool_failures for s in fleet)
+            sent = (f"spans exported: {sum(s.spans_exported for s in fleet)} "
+                    f"({calls} execute_tool, {failed} of them failed)")  # fmt: skip
+            lake = desk.get(with_playbooks, {})
+            landed = (f"ops from OTLP in the lake: {lake.get('otlp', 0)} ({lake.get('tool_calls', 0)} tool calls, "
+                      f"{lake.get('failed', 0)} failed)")  # fmt: skip
+            rows.append((arm, "OTLP, POST /v1/traces", sent, landed))
     print(text_table(["fleet", "runtime reports through", "sent", "landed"], rows))  # fmt: skip
 
 

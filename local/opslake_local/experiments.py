@@ -16,6 +16,14 @@ two fleets (the same seeded tasks with and without reading playbooks), and wheth
 
 The with-fleet includes keys held out of each entry, so the fleets' Δ is about (1 − holdout share)
 × the effect of the entries: the two estimates should agree in sign, not in size.
+
+The demo runs two worlds in one lake (:class:`World`): the staffing fleets on opslake's own tools,
+and the service desk's (:mod:`opslake_local.worlds.helpdesk`), whose agents call tools of their own.
+Each world's note counts its own keys, entries (those on its endpoints or task classes) and
+consolidator groups. For the second world a **scorecard** (:class:`Scorecard`) ties every failed
+tool call to its planted cause (the runtime's ground truth, never in the lake) and reads back per
+cause its signatures and their purity, the entries that name its fix (by the world's follow rules)
+and how often the fleet followed them.
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ from opslake.analysis.intervals import mh_risk_difference, newcombe, wilson
 from opslake.query.base import QueryEngine, QueryError
 from opslake.query.sqltext import sql_string, timestamp_literal
 from opslake_local.console import text_table
-from opslake_local.simulator.stats import CycleStats
+from opslake_local.simulator.stats import Call, CycleStats
+from opslake_local.worlds import helpdesk
 
 
 class CycleRow(Protocol):
@@ -50,12 +59,60 @@ class CycleRow(Protocol):
 
 #: The agents' name prefixes (their keys' names: ``pb-on-01``…) of the fleet with and without playbooks.
 WITH_PREFIX, WITHOUT_PREFIX = "pb-on", "pb-off"
+
+
+@dataclass(frozen=True)
+class World:
+    """One world of the demo: its two fleets' key prefixes, and what is its own: entries and
+    consolidator groups on its endpoints or task classes. The first of :data:`WORLDS` owns what no
+    other world claims."""
+
+    name: str
+    title: str
+    with_prefix: str
+    without_prefix: str
+    endpoints: frozenset[str] = frozenset()
+    task_classes: frozenset[str] = frozenset()
+
+    def claims(self, endpoint: Any, task_class: Any) -> bool:
+        return endpoint in self.endpoints or task_class in self.task_classes
+
+
+STAFFING = World("staffing", "opslake's own tools (staffing)", WITH_PREFIX, WITHOUT_PREFIX)
+HELPDESK = World(
+    "helpdesk",
+    "the service desk: its own tools, reported through OpenTelemetry",
+    "hd-on",
+    "hd-off",
+    frozenset(helpdesk.ENDPOINTS),
+    frozenset(helpdesk.TASK_CLASSES),
+)
+WORLDS = (STAFFING, HELPDESK)
+
+
+def owner(endpoint: Any, task_class: Any, worlds: Sequence[World] = WORLDS) -> World:
+    """The world an entry (or ops) with this endpoint and task class belongs to."""
+    return next((w for w in worlds[1:] if w.claims(endpoint, task_class)), worlds[0])
+
+
+def key_owner(
+    key: str, worlds: Sequence[World] = WORLDS, endpoints: Mapping[str, str] | None = None
+) -> World:
+    """The world of a consolidator group, by its key's parts (``contrast|tool:close_ticket|…``; a
+    refusal is ``<key>: <reason>``); a part that is a signature id (``diagnosis|sig_…``) stands for
+    its endpoint (``endpoints``: signature id → endpoint, table ``signatures``)."""
+    parts = key.split(": ", 1)[0].split("|")
+    parts += [endpoints[p] for p in parts if endpoints and p in endpoints]
+    return next((w for w in worlds[1:] if any(w.claims(p, p) for p in parts)), worlds[0])
+
+
 #: Verdicts of an experiment that was judged (``insufficient``: not enough keys or ops yet).
 JUDGED = ("helpful", "harmful", "no_effect", "undecided")
 #: Routes that are the fleet's overhead, never an entry's target.
 _OVERHEAD = ("/playbooks", "playbook:followed")
 
-ENTRIES_SQL = """SELECT entry_id, status, kind, endpoint, task_class, trigger, action, fix_kind, fix_names,
+ENTRIES_SQL = """SELECT entry_id, status, kind, endpoint, task_class, trigger, action, instead_of, confidence,
+       fix_kind, fix_names,
        experiment_stage, holdout_share, treatment_units, holdout_units, treatment_ops, treatment_failures,
        treatment_rate, treatment_rate_low, treatment_rate_high, holdout_ops, holdout_failures, holdout_rate,
        holdout_rate_low, holdout_rate_high, effect, effect_low, effect_high, design_effect, last_verdict,
@@ -64,16 +121,22 @@ ENTRIES_SQL = """SELECT entry_id, status, kind, endpoint, task_class, trigger, a
 FROM playbooks WHERE published_at IS NOT NULL ORDER BY entry_id"""
 
 
-def fleet_ops_sql(since: datetime) -> str:
-    """Ops and failures per (endpoint, task class, fleet) of the two fleets' keys since ``since``: calls
-    only, as the experiments count them (:func:`~opslake.analysis.playbooks.contrast_sql.calls_only`)."""
+#: Each signature's endpoint: whose a consolidator group keyed by a signature (a diagnosis) is.
+SIGNATURE_ENDPOINTS_SQL = "SELECT signature_id, endpoint FROM signatures"
+
+
+def fleet_ops_sql(since: datetime, world: World = STAFFING) -> str:
+    """Ops and failures per (endpoint, task class, fleet) of the world's two fleets' keys since
+    ``since``: calls only, as the experiments count them
+    (:func:`~opslake.analysis.playbooks.contrast_sql.calls_only`)."""
     # imported here, not above: opslake.analysis.playbooks builds opslake's logger, and the demo's
     # modules must import none (test_local_quiet); when this runs, the stack has imported it already
     from opslake.analysis.playbooks.contrast_sql import calls_only
 
-    fleets = " OR ".join(f"reporter_id LIKE {sql_string(p + '-%')}" for p in (WITH_PREFIX, WITHOUT_PREFIX))
+    prefixes = (world.with_prefix, world.without_prefix)
+    fleets = " OR ".join(f"reporter_id LIKE {sql_string(p + '-%')}" for p in prefixes)
     overhead = ", ".join(sql_string(e) for e in _OVERHEAD)
-    with_fleet = f"reporter_id LIKE {sql_string(WITH_PREFIX + '-%')}"
+    with_fleet = f"reporter_id LIKE {sql_string(world.with_prefix + '-%')}"
     return f"""SELECT endpoint, task_class, {with_fleet} AS with_playbooks,
        count(*) AS ops, count_if(NOT success) AS failures
 FROM ops WHERE ts >= {timestamp_literal(since)} AND ({fleets}) AND endpoint NOT IN ({overhead})
@@ -211,27 +274,69 @@ def fleet_comparison(rows: Sequence[CycleRow], first_cycle: int = 2) -> FleetCom
     return FleetComparison(with_, without, delta, low, high, first_cycle)
 
 
-def refused_by_gate(consolidator_runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def refused_by_gate(
+    consolidator_runs: Iterable[Mapping[str, Any]],
+    world: World | None = None,
+    worlds: Sequence[World] = WORLDS,
+    endpoints: Mapping[str, str] | None = None,
+) -> dict[str, int]:
     """``ConsolidatorRun.refused_by_gate`` (reason → entries) summed over the runs; runs without it
-    count nothing."""
+    count nothing. With ``world``: that world's share. A world other than the first counts the
+    gate's refusals among the runs' rejected candidates of its own groups (``rejected``: "key:
+    reason"; whose a key is: :func:`key_owner` with ``endpoints``); the first world gets the rest of
+    the total (stored entries the gate withheld included)."""
+    runs = list(consolidator_runs)
     total: Counter[str] = Counter()
-    for run in consolidator_runs:
+    for run in runs:
         refused = run.get("refused_by_gate")
         if isinstance(refused, Mapping):
             for reason, count in refused.items():
                 total[str(reason)] += int(count or 0)
+    if world is not None:
+        others = {w.name: _rejected_by_gate(runs, w, worlds, endpoints) for w in worlds[1:]}
+        if world in worlds[1:]:
+            total = others[world.name]
+        else:
+            for counts in others.values():
+                total -= counts
     return dict(sorted(total.items(), key=lambda item: (-item[1], item[0])))
 
 
-def nothing_specific(consolidator_runs: Iterable[Mapping[str, Any]]) -> int:
+def _rejected_by_gate(
+    runs: Sequence[Mapping[str, Any]],
+    world: World,
+    worlds: Sequence[World],
+    endpoints: Mapping[str, str] | None,
+) -> Counter[str]:
+    """The quality gate's refusals (by its label) among the runs' rejected candidates of ``world``."""
+    from opslake.analysis.playbooks.quality import QUALITY, quality_label  # see fleet_ops_sql
+
+    counts: Counter[str] = Counter()
+    for run in runs:
+        for rejected in run.get("rejected") or ():
+            at = str(rejected).find(QUALITY)
+            label = quality_label(str(rejected)[at:]) if at >= 0 else None
+            if label and key_owner(str(rejected), worlds, endpoints) == world:
+                counts[label] += 1
+    return counts
+
+
+def nothing_specific(
+    consolidator_runs: Iterable[Mapping[str, Any]],
+    world: World | None = None,
+    worlds: Sequence[World] = WORLDS,
+    endpoints: Mapping[str, str] | None = None,
+) -> int:
     """Distinct candidate groups (``ConsolidatorRun.nothing_specific``: their keys) that no run found
     anything specific to say about: never drafted, so never refused either (a group seen again in a
-    later run counts once)."""
+    later run counts once). With ``world``: that world's groups only (see :func:`key_owner`)."""
     groups: set[str] = set()
     for run in consolidator_runs:
         keys = run.get("nothing_specific")
         if isinstance(keys, list | tuple):
-            groups.update(str(k) for k in keys)
+            groups.update(
+                str(k) for k in keys if world is None or key_owner(str(k), worlds, endpoints) == world
+            )
     return len(groups)
 
 
@@ -337,17 +442,21 @@ def experiments_from(
     *,
     first_cycle: int = 2,
     error: str | None = None,
+    world: World = STAFFING,
+    endpoints: Mapping[str, str] | None = None,
 ) -> Experiments:
-    """The closing note from table ``playbooks``' rows, the fleets' ops per target and the cycles."""
-    entries = [entry_experiment(r, fleet_rows) for r in entry_rows]
+    """One world's closing note from table ``playbooks``' rows (the world's own are kept), its fleets'
+    ops per target and the cycles (``endpoints``: each signature's, to tell whose a diagnosis is)."""
+    own = [r for r in entry_rows if owner(r.get("endpoint"), r.get("task_class")) == world]
+    entries = [entry_experiment(r, fleet_rows) for r in own]
     fleets = fleet_comparison(rows, first_cycle)
     pooled, judged = pooled_holdout_delta(entries)
     agree = sign_agreement(pooled, fleets.delta)
     return Experiments(
         entries=entries,
         published=len(entries),
-        refused_by_gate=refused_by_gate(r.consolidator for r in rows),
-        nothing_specific=nothing_specific(r.consolidator for r in rows),
+        refused_by_gate=refused_by_gate((r.consolidator for r in rows), world, endpoints=endpoints),
+        nothing_specific=nothing_specific((r.consolidator for r in rows), world, endpoints=endpoints),
         fleets=fleets,
         pooled=pooled,
         judged=judged,
@@ -420,10 +529,10 @@ def experiment_row(e: EntryExperiment) -> tuple[str, ...]:
     )
 
 
-def closing_note(x: Experiments) -> list[str]:
-    """The closing note's lines: entries published and refused, each entry's holdout experiment as
+def closing_note(x: Experiments, *, caveats: bool = True) -> list[str]:
+    """One world's closing note: entries published and refused, each entry's holdout experiment as
     the consolidator computed it beside its fleets Δ, the two fleets, the pooled Δ and the agreement,
-    and the caveats. Deterministic for a seed (no timings, no wall-clock values)."""
+    and (``caveats``) the caveats. Deterministic for a seed (no timings, no wall-clock values)."""
     reasons = ", ".join(f"{n} {reason}" for reason, n in x.refused_by_gate.items())
     lines = [f"entries published {x.published} · refused by the quality gate {x.refused}"
              + (f" ({reasons})" if reasons else "")
@@ -445,18 +554,214 @@ def closing_note(x: Experiments) -> list[str]:
         else "pooled holdout Δ — (no entry judged yet)"
     )
     lines.append(f"{pooled} · agree in sign: {x.agreement}")
-    lines += [f"caveat: {c}" for c in CAVEATS]
+    if caveats:
+        lines += [f"caveat: {c}" for c in CAVEATS]
     return lines
 
 
 # ---- reading the lake ---------------------------------------------------------------------------
-def read_experiments(engine: QueryEngine, rows: Sequence[CycleRow], first_cycle: int = 2) -> Experiments:
-    """The closing note of a loop's ``rows``: table ``playbooks`` and the fleets' ops in ``ops``
-    through ``engine``. A table that cannot be read gives no entries and says why (``error``)."""
+def read_experiments(
+    engine: QueryEngine, rows: Sequence[CycleRow], first_cycle: int = 2, *, world: World = STAFFING
+) -> Experiments:
+    """The closing note of a world's cycles ``rows``: table ``playbooks`` and the fleets' ops in
+    ``ops`` through ``engine``. A table that cannot be read gives no entries and says why (``error``)."""
     later = [r for r in rows if r.cycle >= first_cycle]
     try:
         entry_rows = engine.run(ENTRIES_SQL).records()
-        fleet_rows = engine.run(fleet_ops_sql(later[0].started_at)).records() if later else []
+        fleet_rows = engine.run(fleet_ops_sql(later[0].started_at, world)).records() if later else []
+        endpoints = {
+            str(r["signature_id"]): str(r["endpoint"]) for r in engine.run(SIGNATURE_ENDPOINTS_SQL).records()
+        }
     except QueryError as exc:
-        return experiments_from([], [], rows, first_cycle=first_cycle, error=exc.message)
-    return experiments_from(entry_rows, fleet_rows, rows, first_cycle=first_cycle)
+        return experiments_from([], [], rows, first_cycle=first_cycle, error=exc.message, world=world)
+    return experiments_from(
+        entry_rows, fleet_rows, rows, first_cycle=first_cycle, world=world, endpoints=endpoints
+    )
+
+
+# ---- the second world's scorecard ---------------------------------------------------------------
+@dataclass(frozen=True)
+class CauseScore:
+    """One cause of the world's failed tool calls (a planted mistake, or transient noise no entry can
+    prevent): how often it happened, the signatures its failures got and their purity, the entries
+    that name its fix and how often the fleet that reads playbooks followed them."""
+
+    cause: str
+    tool: str
+    planted: bool
+    contrasts: tuple[str, ...]  # the contrasts that can see it
+    made_with: int  # mistakes made (noise: failed calls) by the fleet with playbooks
+    made_without: int  # … and by the fleet without
+    avoided: int  # rolled, but a followed entry switched it off
+    failed_calls: int  # both fleets
+    signatures: tuple[str, ...]  # of its failed calls (the failures view's, merges applied)
+    purity: float | None  # min over its signatures of the share of their failures this cause made
+    entries: tuple[str, ...]  # published entries of the world that name its fix
+    followed: int  # tasks of the fleet with playbooks that followed an entry fixing it
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    """The second world's causes and what opslake learnt of them."""
+
+    causes: list[CauseScore]
+    signatures: int  # distinct signatures of the world's failed tool calls
+    published: int  # entries of the world published
+    naming_fix: tuple[str, ...]  # … that name a planted mistake's fix or rule
+    generic: tuple[str, ...]  # … that name none
+    unmatched: int  # failed calls not found in the failures view
+    error: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "mistakes": [asdict(c) for c in self.causes],
+            "scorecard": {
+                "signatures": self.signatures,
+                "entries_published": self.published,
+                "entries_naming_fix": list(self.naming_fix),
+                "generic_entries": list(self.generic),
+                "unmatched_failures": self.unmatched,
+                "error": self.error,
+            },
+        }
+
+
+def _failed_tool_calls(stats: CycleStats) -> list[Call]:
+    return [c for c in stats.calls if c.method == "TOOL" and c.status >= 400 and c.op_id]
+
+
+def scorecard_from(
+    rows: Sequence[CycleRow],
+    signature_of: Mapping[str, str],
+    entry_rows: Sequence[Mapping[str, Any]],
+    *,
+    world: World = HELPDESK,
+    error: str | None = None,
+) -> Scorecard:
+    """The scorecard from the cycles' calls (each with its cause and op id), the failures view's
+    signature per op id, and table ``playbooks``' rows (the world's own are kept)."""
+    calls = [(c, True) for r in rows for c in _failed_tool_calls(r.with_playbooks)]
+    calls += [(c, False) for r in rows for c in _failed_tool_calls(r.without_playbooks)]
+    by_signature: dict[str, Counter[str]] = {}
+    for call, _ in calls:
+        signature = signature_of.get(str(call.op_id))
+        if signature is not None:
+            by_signature.setdefault(signature, Counter())[str(call.mode)] += 1
+    own = [r for r in entry_rows if owner(r.get("endpoint"), r.get("task_class")) == world]
+    fixed = {str(r["entry_id"]): helpdesk.modes_fixed(r) for r in own}
+    causes = [*helpdesk.MODES, *helpdesk.NOISE]
+    causes += sorted({str(c.mode) for c, _ in calls} - set(causes))
+    scores = []
+    for cause in causes:
+        mode, noise = helpdesk.MODES.get(cause), helpdesk.NOISE.get(cause)
+        mine = [(c, with_) for c, with_ in calls if c.mode == cause]
+        signatures = tuple(sorted(s for s, counts in by_signature.items() if counts[cause]))
+        purities = [by_signature[s][cause] / by_signature[s].total() for s in signatures]
+        if mode is not None:
+            made_with = sum(r.with_playbooks.mistakes[cause] for r in rows)
+            made_without = sum(r.without_playbooks.mistakes[cause] for r in rows)
+        else:
+            made_with, made_without = sum(w for _, w in mine), sum(not w for _, w in mine)
+        scores.append(
+            CauseScore(
+                cause=cause,
+                tool=mode.tool if mode else noise.tool if noise else "",
+                planted=mode is not None,
+                contrasts=mode.contrasts if mode else (),
+                made_with=made_with,
+                made_without=made_without,
+                avoided=sum(r.with_playbooks.avoided[cause] for r in rows),
+                failed_calls=len(mine),
+                signatures=signatures,
+                purity=min(purities) if purities else None,
+                entries=tuple(e for e, modes in fixed.items() if cause in modes),
+                followed=sum((r.with_playbooks.fixed_by.get(cause) or Counter()).total() for r in rows),
+            )
+        )
+    return Scorecard(
+        causes=scores,
+        signatures=len(by_signature),
+        published=len(own),
+        naming_fix=tuple(e for e, modes in fixed.items() if modes),
+        generic=tuple(e for e, modes in fixed.items() if not modes),
+        unmatched=sum(1 for c, _ in calls if str(c.op_id) not in signature_of),
+        error=error,
+    )
+
+
+def failures_sql(world: World = HELPDESK) -> str:
+    """The failures view's signature of each failed op on the world's endpoints, by its fleets' keys."""
+    fleets = " OR ".join(
+        f"reporter_id LIKE {sql_string(p + '-%')}" for p in (world.with_prefix, world.without_prefix)
+    )
+    endpoints = ", ".join(sql_string(e) for e in sorted(world.endpoints))
+    return f"SELECT op_id, signature_id FROM failures WHERE endpoint IN ({endpoints}) AND ({fleets})"
+
+
+def read_scorecard(engine: QueryEngine, rows: Sequence[CycleRow], *, world: World = HELPDESK) -> Scorecard:
+    """The second world's scorecard: its cycles' calls, the failures view and table ``playbooks``
+    through ``engine`` (a query that fails gives an empty lake side and says why)."""
+    try:
+        signature_of = {
+            str(r["op_id"]): str(r["signature_id"]) for r in engine.run(failures_sql(world)).records()
+        }
+        entry_rows = engine.run(ENTRIES_SQL).records()
+    except QueryError as exc:
+        return scorecard_from(rows, {}, [], world=world, error=exc.message)
+    return scorecard_from(rows, signature_of, entry_rows, world=world)
+
+
+SCORECARD_HEADER = (
+    "cause",
+    "tool",
+    "contrasts that can see it",
+    "made with/without",
+    "avoided",
+    "failed calls",
+    "signatures",
+    "purity",
+    "entries naming its fix",
+    "followed",
+)
+
+
+def scorecard_row(c: CauseScore) -> tuple[str, ...]:
+    entries = ", ".join(c.entries) if c.entries else ("—" if c.planted else "— (none expected)")
+    return (
+        c.cause if c.planted else f"{c.cause} (transient)",
+        c.tool,
+        ", ".join(c.contrasts) or "—",
+        f"{c.made_with}/{c.made_without}",
+        str(c.avoided) if c.planted else "—",
+        str(c.failed_calls),
+        str(len(c.signatures)),
+        "—" if c.purity is None else f"{c.purity:.2f}",
+        entries,
+        str(c.followed) if c.planted else "—",
+    )
+
+
+def scorecard_lines(card: Scorecard) -> list[str]:
+    """The scorecard's lines: one row per cause, then the totals the issue asks for."""
+    lines = text_table(SCORECARD_HEADER, [scorecard_row(c) for c in card.causes]).splitlines()
+    planted = [c for c in card.causes if c.planted]
+    per_cause = [len(c.signatures) for c in card.causes if c.failed_calls]
+    purities = [c.purity for c in card.causes if c.purity is not None]
+    spread = f"{min(per_cause)}–{max(per_cause)}" if per_cause and min(per_cause) != max(per_cause) else (
+        str(per_cause[0]) if per_cause else "—")  # fmt: skip
+    lines.append(
+        f"{len(planted)} planted mistakes and {len(card.causes) - len(planted)} other causes → "
+        f"{card.signatures} signatures ({spread} per cause), purity "
+        + (f"min {min(purities):.2f}" if purities else "—")
+        + f" · planted mistakes with an entry naming their fix: {sum(1 for c in planted if c.entries)}/{len(planted)}"
+    )
+    generic = f" ({', '.join(card.generic)})" if card.generic else ""
+    lines.append(
+        f"entries published {card.published}: naming a planted mistake's fix or rule {len(card.naming_fix)}, "
+        f"generic {len(card.generic)}{generic}"
+    )
+    if card.unmatched:
+        lines.append(f"{card.unmatched} failed tool calls are not in the failures view")
+    if card.error:
+        lines.append(f"the lake could not be read: {card.error}")
+    return lines

@@ -36,7 +36,7 @@ from markupsafe import Markup
 from opslake.analysis.intervals import wilson
 from opslake.query.base import QueryEngine, QueryError
 from opslake_local import svg
-from opslake_local.experiments import fix_label
+from opslake_local.experiments import HELPDESK, fix_label, owner
 
 TABLES = ("ops", "signatures", "diagnoses", "playbooks")
 MAX_TEXT = 300  # characters of agent-written text shown in a table cell
@@ -348,6 +348,86 @@ def agreement_items(agreement: Mapping[str, Any]) -> list[tuple[str, str]]:
     return items
 
 
+def helpdesk_section(summary: Mapping[str, Any] | None) -> Section | None:
+    """The second world (the demo's service desk), from the demo summary's ``helpdesk``: its fleets'
+    failure rate per cycle, the fleets beside the pooled holdout estimate, each of its entries' holdout
+    experiment, and per cause of its failed tool calls the signatures, their purity, the entries that
+    name its fix and how often they were followed. None when the summary has no second world."""
+    world = (summary or {}).get("helpdesk")
+    if not isinstance(world, Mapping):
+        return None
+    title = f"Second world: {HELPDESK.title}"
+    cycles = [c for c in world.get("cycles", []) if isinstance(c, Mapping)]
+    blocks: list[Block] = []
+    series: dict[str, list[tuple[float, float]]] = {}
+    for cycle in cycles:
+        series.setdefault(_arm(cycle), []).append((_num(cycle.get("cycle")), _num(cycle.get("failure_rate"))))
+    if series:
+        blocks.append(
+            Chart(
+                svg.line_chart(
+                    series,
+                    title="Failure rate of the service desk's tool calls per cycle",
+                    x_label="cycle",
+                    y_label="failure rate",
+                    y_max=svg.nice_max(max(y for points in series.values() for _, y in points) or 0.1),
+                    percent=True,
+                )
+            )
+        )
+    agreement, card = world.get("agreement"), world.get("scorecard")
+    items = agreement_items(agreement) if isinstance(agreement, Mapping) else []
+    if isinstance(card, Mapping):
+        items += [
+            ("signatures of its failed tool calls", text(card.get("signatures"))),
+            (
+                "entries naming a planted mistake's fix or rule",
+                text(len(card.get("entries_naming_fix") or [])),
+            ),
+            ("generic entries", text(", ".join(card.get("generic_entries") or []) or "0")),
+        ]
+    if items:
+        blocks.append(KeyValues(items))
+    entries = [
+        {
+            **e,
+            "treatment": arm(e.get("treatment_failures"), e.get("treatment_ops"), e.get("treatment_rate"),
+                             e.get("treatment_low"), e.get("treatment_high")),
+            "holdout": arm(e.get("holdout_failures"), e.get("holdout_ops"), e.get("holdout_rate"),
+                           e.get("holdout_low"), e.get("holdout_high")),
+            "delta": points(e.get("effect"), e.get("effect_low"), e.get("effect_high")),
+            "fleets": points(e.get("fleet_delta")),
+        }
+        for e in world.get("experiments", []) if isinstance(e, Mapping)
+    ]  # fmt: skip
+    if entries:
+        columns = [("entry_id", "entry"), ("fix", "fix"), ("action", "action"),
+                   ("treatment", "treatment failures/ops, rate [95%]"), ("holdout", "holdout failures/ops, rate [95%]"),
+                   ("delta", "Δ holdout − treatment [95%]"), ("verdict", "verdict"), ("fleets", "fleets Δ"),
+                   ("sign", "sign")]  # fmt: skip
+        blocks.append(data_table(entries, columns))
+    mistakes = [
+        {
+            **m,
+            "made": f"{text(m.get('made_with'))} / {text(m.get('made_without'))}",
+            "seen_by": ", ".join(m.get("contrasts") or []) or "—",
+            "signature_ids": f"{len(m.get('signatures') or [])}: " + ", ".join(m.get("signatures") or []),
+            "purity_shown": "—" if m.get("purity") is None else f"{_num(m.get('purity')):.2f}",
+            "entries_shown": ", ".join(m.get("entries") or []) or "—",
+        }
+        for m in world.get("mistakes", []) if isinstance(m, Mapping)
+    ]  # fmt: skip
+    if mistakes:
+        columns = [("cause", "cause"), ("tool", "tool"), ("planted", "planted"), ("seen_by", "contrasts that can see it"),
+                   ("made", "made (with / without)"), ("avoided", "avoided"), ("failed_calls", "failed calls"),
+                   ("signature_ids", "signatures"), ("purity_shown", "purity"),
+                   ("entries_shown", "entries naming its fix"), ("followed", "followed")]  # fmt: skip
+        blocks.append(data_table(mistakes, columns))
+    if not blocks:
+        blocks.append(NoData("the demo summary's second world is empty"))
+    return Section("helpdesk", title, blocks)
+
+
 def hourly_section(fetched: Fetched) -> Section:
     title = "Failure rate per hour (all op records)"
     if not fetched.rows:
@@ -441,6 +521,7 @@ def playbooks_section(fetched: Fetched) -> Section:
     shown = [
         {
             **r,
+            "world": owner(r.get("endpoint"), r.get("task_class")).name,
             "fix": fix_label(r) if r.get("fix_kind") else "",
             "treatment": arm(r.get("treatment_failures"), r.get("treatment_ops"), r.get("treatment_rate"),
                              r.get("treatment_rate_low"), r.get("treatment_rate_high")),
@@ -452,8 +533,9 @@ def playbooks_section(fetched: Fetched) -> Section:
         }
         for r in fetched.rows
     ]  # fmt: skip
-    columns = [("entry_id", "entry"), ("kind", "kind"), ("status", "status"), ("experiment_stage", "stage"),
-               ("endpoint", "endpoint"), ("task_class", "task class"), ("trigger", "trigger"), ("action", "action"),
+    columns = [("entry_id", "entry"), ("world", "world"), ("kind", "kind"), ("status", "status"),
+               ("experiment_stage", "stage"), ("endpoint", "endpoint"), ("task_class", "task class"),
+               ("trigger", "trigger"), ("action", "action"),
                ("instead_of", "instead of"), ("fix", "fix"), ("evidence", "evidence ops"),
                ("evidence_agent_count", "agents"), ("treatment", "treatment failures/ops, rate [95%]"),
                ("holdout", "holdout failures/ops, rate [95%]"), ("delta", "Δ holdout − treatment [95%]"),
@@ -520,9 +602,11 @@ def build_report(
     """
     generated_at = generated_at or datetime.now(UTC)
     results = {name: fetch(engine, sql, timeout_s=timeout_s) for name, sql in SQL.items()}
+    second_world = helpdesk_section(summary)
     sections = [
         overview_section(results["overview"]),
         cycles_section(summary),
+        *([second_world] if second_world is not None else []),
         hourly_section(results["hourly"]),
         signatures_section(results["signatures"]),
         latency_section(results["latency"]),

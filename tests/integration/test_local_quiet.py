@@ -15,11 +15,11 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-def test_the_cli_demo_and_simulator_import_no_opslake_logger() -> None:
+def test_the_cli_demo_simulator_and_worlds_import_no_opslake_logger() -> None:
     probe = (
         "import sys\n"
         "import opslake_local.cli, opslake_local.demo, opslake_local.loop, opslake_local.simulator\n"
-        "import opslake_local.simulator.otlp\n"
+        "import opslake_local.simulator.otlp, opslake_local.worlds.helpdesk, opslake_local.experiments\n"
         "print(sorted(m for m in sys.modules if m.startswith('opslake.observability')))\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)

@@ -191,3 +191,105 @@ def test_the_fleets_delta_of_an_entry_counts_calls_only_as_its_experiment_does()
     con.register("ops", table)
     found = con.execute(to_duckdb(fleet_ops_sql(since)).sql).fetchall()
     assert [(ops, failures) for *_, ops, failures in found] == [(2, 1)]
+
+
+# ---- two worlds in one lake ---------------------------------------------------------------------
+DESK_ENTRY = {
+    **COLUMN, "entry_id": "pb_desk", "endpoint": "tool:close_ticket", "task_class": "resolve_ticket",
+    "trigger": "Before tool:close_ticket", "action": "Call tool:add_comment before tool:close_ticket",
+    "instead_of": None, "confidence": 0.5, "fix_kind": "preceding_call", "fix_names": ["add_comment"],
+}  # fmt: skip
+DESK_GENERIC = {**DESK_ENTRY, "entry_id": "pb_desk_generic", "action": "Check the input of tool:close_ticket",
+                "fix_kind": None, "fix_names": None}  # fmt: skip
+DESK_RUN = {
+    "refused_by_gate": {"restates the endpoint": 2, "names nothing actionable": 1},
+    "rejected": [
+        "successes|tool:get_ticket|resolve_ticket|f6e3: quality: restates the endpoint: the action only restates",
+        "diagnosis|sig_desk: quality: names nothing actionable: the action names no column",
+        "successes|/tables/{name}|sql_question|b: quality: restates the endpoint: the action only restates",
+        "contrast|/sql|sql_question|column|x: fence: not a catalog column",
+    ],
+    "nothing_specific": ["successes|/match|staff_job|a", "successes|tool:list_assets|book_visit|c"],
+}
+
+
+def test_each_world_counts_its_own_entries_refusals_and_groups() -> None:
+    """A diagnosis group is keyed by its signature: whose it is comes from the signature's endpoint."""
+    from opslake_local.experiments import HELPDESK, STAFFING, key_owner, nothing_specific
+
+    endpoints = {"sig_desk": "tool:close_ticket", "sig_sql": "/sql"}
+    assert key_owner("diagnosis|sig_desk", endpoints=endpoints) == HELPDESK
+    assert key_owner("diagnosis|sig_desk") == STAFFING  # an unknown signature: the first world's
+    assert key_owner("contrast|tool:update_ticket|reassign_ticket|preceding_call|x") == HELPDESK
+    assert key_owner("log|/match|book_visit|x") == HELPDESK  # its task class is the desk's
+    runs = [DESK_RUN]
+    assert refused_by_gate(runs) == {"restates the endpoint": 2, "names nothing actionable": 1}
+    assert refused_by_gate(runs, HELPDESK, endpoints=endpoints) == {
+        "names nothing actionable": 1,
+        "restates the endpoint": 1,
+    }
+    assert refused_by_gate(runs, STAFFING, endpoints=endpoints) == {"restates the endpoint": 1}
+    assert nothing_specific(runs, HELPDESK) == nothing_specific(runs, STAFFING) == 1
+    assert nothing_specific(runs) == 2
+    rows = [Row(1, ROWS[0].with_playbooks, ROWS[0].without_playbooks, DESK_RUN)]
+    staffing = experiments_from([COLUMN, DESK_ENTRY, DESK_GENERIC], FLEET_ROWS, rows, endpoints=endpoints)
+    desk = experiments_from([COLUMN, DESK_ENTRY, DESK_GENERIC], [], rows, world=HELPDESK, endpoints=endpoints)
+    assert [e.entry_id for e in staffing.entries] == ["pb_column"] and staffing.refused == 1
+    assert [e.entry_id for e in desk.entries] == ["pb_desk", "pb_desk_generic"] and desk.refused == 2
+
+
+def desk_stats(
+    calls: list[Any], *, enabled: bool, mistakes: dict[str, int], avoided: dict[str, int]
+) -> CycleStats:
+    from collections import Counter
+
+    stats = CycleStats(cycle=1, playbooks_enabled=enabled, tool_calls_in_spans=True)
+    stats.calls, stats.mistakes, stats.avoided = calls, Counter(mistakes), Counter(avoided)
+    if enabled:
+        stats.fixed_by = {"close_without_comment": Counter({"pb_desk": 3})}
+    return stats
+
+
+def test_the_scorecard_ties_each_failed_call_to_its_cause_signature_and_fixing_entry() -> None:
+    from opslake_local.experiments import scorecard_from, scorecard_lines
+    from opslake_local.simulator import Call
+
+    def call(mode: str, op: str, tool: str = "close_ticket") -> Call:
+        return Call("hd-on-01", "resolve_ticket", "TOOL", f"tool:{tool}", 500, "rule", mode, op)
+
+    with_calls = [call("close_without_comment", "a1"), call("close_without_comment", "a2"),
+                  call("rate_limited", "a3", "search_tickets"),
+                  Call("hd-on-01", "resolve_ticket", "TOOL", "tool:get_ticket", 200, None, None, "a4")]  # fmt: skip
+    without_calls = [call("close_without_comment", "b1"), call("guessed_ticket_id", "b2", "update_ticket"),
+                     call("assignee_argument", "b3", "update_ticket")]  # fmt: skip
+    # the close errors carry two customers' names: two signatures until the analyzer merges them;
+    # the update_ticket failures share one signature (impure), one failure is not in the view yet
+    signature_of = {"a1": "sig_close_1", "a2": "sig_close_2", "b1": "sig_close_1", "a3": "sig_rate",
+                    "b2": "sig_update"}  # fmt: skip
+    rows = [
+        Row(1, desk_stats(with_calls, enabled=True, mistakes={"close_without_comment": 2},
+                          avoided={"close_without_comment": 3}),
+            desk_stats(without_calls, enabled=False, mistakes={"close_without_comment": 1, "guessed_ticket_id": 1,
+                                                                "assignee_argument": 1}, avoided={}))
+    ]  # fmt: skip
+    card = scorecard_from(rows, signature_of | {"b3": "sig_update"}, [COLUMN, DESK_ENTRY, DESK_GENERIC])
+    by_cause = {c.cause: c for c in card.causes}
+    close = by_cause["close_without_comment"]
+    assert (close.made_with, close.made_without, close.avoided, close.failed_calls) == (2, 1, 3, 3)
+    assert close.signatures == ("sig_close_1", "sig_close_2") and close.purity == 1.0
+    assert close.entries == ("pb_desk",) and close.followed == 3
+    assert by_cause["guessed_ticket_id"].purity == 0.5 == by_cause["assignee_argument"].purity
+    assert by_cause["guessed_ticket_id"].entries == ()
+    rate = by_cause["rate_limited"]
+    assert not rate.planted and (rate.made_with, rate.made_without, rate.signatures) == (1, 0, ("sig_rate",))
+    assert by_cause["weekend_visit"].failed_calls == 0 and by_cause["weekend_visit"].purity is None
+    assert card.signatures == 4 and card.published == 2
+    assert card.naming_fix == ("pb_desk",) and card.generic == ("pb_desk_generic",) and card.unmatched == 0
+    assert scorecard_from(rows, signature_of, []).unmatched == 1
+    lines = "\n".join(scorecard_lines(card))
+    assert "close_without_comment" in lines and "rate_limited (transient)" in lines
+    assert "→ 4 signatures (1–2 per cause), purity min 0.50" in lines
+    assert "planted mistakes with an entry naming their fix: 1/8" in lines
+    assert (
+        "entries published 2: naming a planted mistake's fix or rule 1, generic 1 (pb_desk_generic)" in lines
+    )
