@@ -304,3 +304,38 @@ def test_agent_written_text_in_entries_and_diagnoses_is_escaped(lake: LocalStack
         assert escape(shown) + breakout in html  # the whole text, as text
     assert f'<span class="tag ">{breakout}</span>' in html  # a hostile kind gets no class of its own
     assert f"pb_{breakout}" in html
+
+
+def test_the_demo_s_second_world_gets_its_own_section(lake: LocalStack) -> None:
+    """The service desk's fleets per cycle, its entries' experiments and its scorecard per planted
+    mistake, from the demo summary's ``helpdesk`` (agent-written text escaped); no section without it."""
+    entry = {
+        "entry_id": "pb_desk", "fix": "tool:close_ticket preceding_call add_comment", "action": HOSTILE,
+        "treatment_failures": 1, "treatment_ops": 20, "treatment_rate": 0.05, "treatment_low": 0.009,
+        "treatment_high": 0.236, "holdout_failures": 6, "holdout_ops": 22, "holdout_rate": 0.2727,
+        "holdout_low": 0.13, "holdout_high": 0.48, "effect": 0.2227, "effect_low": 0.01, "effect_high": 0.43,
+        "verdict": "helpful", "fleet_delta": 0.12, "sign": "agree",
+    }  # fmt: skip
+    mistake = {
+        "cause": "close_without_comment", "tool": "close_ticket", "planted": True,
+        "contrasts": ["preceding_call", "error_rule"], "made_with": 3, "made_without": 19, "avoided": 16,
+        "failed_calls": 22, "signatures": ["sg_close_a", "sg_close_b"], "purity": 1.0, "entries": ["pb_desk"],
+        "followed": 16,
+    }  # fmt: skip
+    desk = {
+        "cycles": [{**c, "tool_calls": 150, "tool_failures": 20} for c in SUMMARY["cycles"]],  # type: ignore[attr-defined]
+        "experiments": [entry],
+        "agreement": {**SUMMARY["agreement"], "entries_published": 1},  # type: ignore[dict-item]
+        "mistakes": [mistake],
+        "scorecard": {"signatures": 2, "entries_naming_fix": ["pb_desk"], "generic_entries": []},
+    }
+    html = build_report(engine_for(lake), summary={**SUMMARY, "helpdesk": desk})
+    assert_self_contained(html)
+    assert '<section id="helpdesk">' in html and "Second world: the service desk" in html
+    assert html.count('<svg class="chart"') == 6  # its fleets per cycle beside the five others
+    section = html.split('<section id="helpdesk">', 1)[1].split("</section>", 1)[0]
+    assert "1/20 5.0% [0.9%, 23.6%]" in section and "+22.3 pp [+1.0, +43.0]" in section
+    assert "close_without_comment" in section and "2: sg_close_a, sg_close_b" in section
+    assert "preceding_call, error_rule" in section and "3 / 19" in section and "1.00" in section
+    assert "<script>alert" not in html and "&lt;script&gt;alert(&quot;pwned&quot;)" in section
+    assert '<section id="helpdesk">' not in build_report(engine_for(lake), summary=SUMMARY)
