@@ -74,6 +74,7 @@ DERIVED_TABLES = {
     "DiagnosesTable": "diagnoses",
     "PlaybooksTable": "playbooks",
     "PlaybookDeltasTable": "playbook_deltas",
+    "ToolCatalogTable": "tool_catalog",
 }
 
 

@@ -1,4 +1,4 @@
-"""The tables the scheduled jobs derive from ``ops``: signatures, diagnoses, playbooks.
+"""The tables the scheduled jobs derive from ``ops``: signatures, diagnoses, playbooks, the tool catalog.
 
 Each is Parquet under ``derived/<table>/`` in the lake bucket and a Glue table of the same name
 (template.yaml declares the columns; an infrastructure test asserts they equal these schemas).
@@ -6,7 +6,8 @@ Every object name is a function of *what* it holds, never of *when* it was writt
 after a crash overwrites instead of duplicating. (``failures``, one row per failed op with its
 signature, is a Glue view over ``ops`` that the analyzer keeps: :func:`opslake.jobs.analyzer.failures_view_sql`.)
 
-* ``signatures`` and ``playbooks``: one object each, the whole table, rewritten after each run.
+* ``signatures``, ``playbooks`` and ``tool_catalog``: one object each, the whole table, rewritten
+  after each run.
 * ``signature_merges``: one object, the analyzer's word-variant merges, rewritten after each run.
 * ``diagnoses``: one object per diagnosis, named by its id (``dg_<signature>_<n>``).
 * ``playbook_deltas``: one object per consolidator run (named by the run's window end and its
@@ -106,6 +107,8 @@ PLAYBOOKS_SCHEMA = pa.schema(
         pa.field("instead_of", pa.string()),
         pa.field("fix_kind", pa.string()),
         pa.field("fix_names", _IDS),
+        pa.field("fix_failures", pa.int64()),
+        pa.field("fix_successes", pa.int64()),
         pa.field("revision", pa.int64()),
         pa.field("experiment_stage", pa.string()),
         pa.field("holdout_share", pa.float64()),
@@ -157,12 +160,33 @@ PLAYBOOK_DELTAS_SCHEMA = pa.schema(
     ]
 )
 
+#: The tool catalog (:mod:`opslake.analysis.catalog`): one row per tool, argument, argument shape,
+#: error template and preceding tool (``item``), replaced whole by each consolidator run.
+TOOL_CATALOG_SCHEMA = pa.schema(
+    [
+        pa.field("endpoint", pa.string(), nullable=False),
+        pa.field("item", pa.string(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("shape", pa.string()),
+        pa.field("detail", pa.string()),
+        pa.field("calls", pa.int64()),
+        pa.field("failures", pa.int64()),
+        pa.field("reporters", pa.int64()),
+        pa.field("declared", pa.bool_()),
+        pa.field("known", pa.bool_()),
+        pa.field("first_seen", _TS),
+        pa.field("last_seen", _TS),
+        pa.field("updated_at", _TS, nullable=False),
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
     "signatures": SIGNATURES_SCHEMA,
     "signature_merges": SIGNATURE_MERGES_SCHEMA,
     "diagnoses": DIAGNOSES_SCHEMA,
     "playbooks": PLAYBOOKS_SCHEMA,
     "playbook_deltas": PLAYBOOK_DELTAS_SCHEMA,
+    "tool_catalog": TOOL_CATALOG_SCHEMA,
 }
 PARTITIONED: frozenset[str] = frozenset()  # none since failures became a view
 
