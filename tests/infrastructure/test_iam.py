@@ -500,11 +500,14 @@ def test_analyzer_may_query_ops_write_its_derived_tables_and_keep_the_failures_v
 # journals under state/compaction/, swaps the ops partition's location, deletes the small files).
 CONSOLIDATOR_GRANTS: dict[str, list[Any]] = {
     **{a: ATHENA_WORKGROUP for a in ATHENA_ACTIONS},
-    **{a: _glue("ops", "diagnoses", "playbooks", "signature_merges") for a in GLUE_READS},
+    **{a: _glue("ops", "diagnoses", "playbooks", "signature_merges", "signatures") for a in GLUE_READS},
+    "glue:GetTables": _glue("*"),  # the tables and columns an entry may name, read at run time
     "glue:UpdatePartition": _glue("ops"),
     "s3:GetObject": _lake(
         "derived/diagnoses/*",
         "derived/signature_merges/*",
+        "derived/signatures/*",
+        "catalog/declared/*",
         "ops/*",
         "ops-compacted/*",
         "state/compaction/*",
@@ -518,6 +521,8 @@ CONSOLIDATOR_GRANTS: dict[str, list[Any]] = {
         "derived/playbooks/*",
         "derived/playbook_deltas/*",
         "playbooks/*",
+        "derived/tool_catalog/*",
+        "catalog/current.json",
         "state/consolidator.json",
         "state/llm.json",
         "athena-results/*",
@@ -536,6 +541,8 @@ def test_consolidator_may_query_write_playbooks_and_compact_ops(transformed: dic
         "ops/*",
         "ops-compacted/*",
         "derived/diagnoses/*",
+        "derived/signatures/*",
+        "catalog/declared/*",
         "derived/signature_merges/*",
         "state/*",
         "athena-results/*",

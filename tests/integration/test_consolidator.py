@@ -18,6 +18,7 @@ from opslake.analysis.playbooks.deltas import delta_id
 from opslake.analysis.playbooks.experiment import experiment_sql
 from opslake.analysis.reporters import ReporterTrust
 from opslake.jobs.analyzer import Analyzer
+from opslake.jobs.catalog import CatalogStore
 from opslake.jobs.consolidator import Consolidator, retire_entry
 from opslake.jobs.lease import StateStore
 from opslake.jobs.trigger import Backfill
@@ -44,7 +45,9 @@ def success(op_id: str, at: datetime, agent: str, *, n: int = 0, endpoint: str =
         success=True,
         duration_ms=15.0,
         task_class="sql_question",
-        input_summary=f"SELECT name, hourly_rate FROM workers WHERE city = 'Austin' LIMIT {n + 10}",
+        # as the gateway records a call (observe.describe_request)
+        input_summary='POST /sql {"sql":"SELECT name, hourly_rate FROM workers WHERE city = '
+        + f"'Austin' LIMIT {n + 10}\"}}",
     )
 
 
@@ -63,6 +66,15 @@ def failure(op_id: str, at: datetime, agent: str, *, n: int = 0) -> QueuedOp:
         error_type="sql_failed",
         input_summary=f"SELECT salary_{n} FROM workers",
     )
+
+
+def describe(op_id: str, at: datetime, agent: str) -> QueuedOp:
+    """An agent describing a table with the gateway's GET /tables/{name} (so the catalog knows the
+    route that the diagnoser's advice for unknown columns names)."""
+    return QueuedOp(
+        op_id=op_id, ts=at, endpoint="/tables/{name}", source="gateway", agent_id=agent, reporter_id=agent,
+        success=True, duration_ms=5.0, task_class="sql_question", input_summary="GET /tables/workers",
+    )  # fmt: skip
 
 
 def log(op_id: str, at: datetime, agent: str, approach: str) -> QueuedOp:
@@ -101,6 +113,8 @@ def consolidator(
             s3, settings.lake_bucket, settings.consolidator_state_key, lease_s=900, clock=lambda: now
         ),
         compactor=compactor,
+        catalog=CatalogStore(s3, settings.lake_bucket),
+        glue=lake.client("glue"),
         clock=lambda: now,
     )
 
@@ -232,6 +246,7 @@ def test_a_poisoned_log_lesson_never_reaches_agents(jobs_lake: Lake) -> None:
 def test_avoid_diagnoses_become_avoid_entries(jobs_lake: Lake) -> None:
     lake = jobs_lake
     write_ops(lake, [(failure(f"f{i}", at(i), f"agent-{i % 3}", n=i), at(i)) for i in range(9)])
+    write_ops(lake, [(describe(f"d{i}", at(i), f"agent-{i}"), at(i)) for i in range(2)])
     analyze(lake, at(30))
     report = consolidator(lake, at(45)).run()
     assert report.diagnoses_read == 1
@@ -510,6 +525,7 @@ def test_an_avoid_diagnosis_reported_by_one_key_waits_for_approval(jobs_lake: La
     lake = jobs_lake
     ops = [failure(f"f{i}", at(i), f"agent-{i % 3}", n=i) for i in range(9)]
     write_ops(lake, [(op.model_copy(update={"reporter_id": "mallory"}), op.ts) for op in ops])
+    write_ops(lake, [(describe(f"d{i}", at(i), f"agent-{i}"), at(i)) for i in range(2)])
     analyze(lake, at(30))
     [row] = query(lake, "SELECT agent_count, reporter_count, reporters FROM diagnoses")
     assert (row["agent_count"], row["reporter_count"], list(row["reporters"])) == (3, 1, ["mallory"])

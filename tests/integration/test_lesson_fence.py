@@ -1,12 +1,17 @@
 """Issue 12 end to end on the local stack: poisoned texts posted by several API keys through
 POST /events (as successes, failures and their inputs) and POST /log (as operations and
 approaches) — the measured ones and those the second review found — reach no entry that
-GET /playbooks serves, while a benign lesson posted the same way is served."""
+GET /playbooks serves, while a benign lesson posted the same way is served.
+
+Since issue 24, text an agent wrote waits for an operator by default; this module measures the
+fence where it is the last defence: a deployment that opts in to auto-publishing it
+(``OPSLAKE_PLAYBOOK_FREE_TEXT_MIN_REPORTERS=2``)."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,6 +23,7 @@ from opslake.models.playbooks import PlaybookSnapshot, arm_of
 from opslake_local.drain import Drainer
 from opslake_local.loop import ANALYZER, CONSOLIDATOR
 from opslake_local.stack import LocalStack
+from tests.integration.conftest import local_stack
 from tests.unit.test_fence import MEASURED, SECOND_REVIEW
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -26,6 +32,13 @@ KEYS = 3
 AGENTS_PER_KEY = 2
 BENIGN_OPERATION = "staff job: welder in Austin, TX"
 BENIGN_APPROACH = "POST /match with role and state, then GET /worker/{id} for the top 3"
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[tuple[LocalStack, httpx.Client, Drainer]]:
+    """The local stack of a deployment that auto-publishes agent-written text from two reporters."""
+    with local_stack(OPSLAKE_PLAYBOOK_FREE_TEXT_MIN_REPORTERS="2") as parts:
+        yield parts
 
 
 def _post(http: httpx.Client, path: str, key: str, body: Any) -> None:

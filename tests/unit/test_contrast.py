@@ -17,19 +17,22 @@ import pyarrow as pa
 import pytest
 import sqlglot
 
+from opslake.analysis.catalog.catalog_sql import catalog_window_sql
+from opslake.analysis.catalog.fold import fold
+from opslake.analysis.catalog.known import Vocabulary, vocabulary_of
 from opslake.analysis.playbooks import (
     CandidateGroup,
     DistilledCandidate,
-    contrast_groups,
     contrast_samples_sql,
-    distill,
-    distill_groups,
-    heuristic_draft,
-    merge_candidates,
     parse_call,
-    quality_refusal,
     rejection_reason,
 )
+from opslake.analysis.playbooks import contrast_groups as _contrast_groups
+from opslake.analysis.playbooks import distill as _distill
+from opslake.analysis.playbooks import distill_groups as _distill_groups
+from opslake.analysis.playbooks import heuristic_draft as _heuristic_draft
+from opslake.analysis.playbooks import merge_candidates as _merge_candidates
+from opslake.analysis.playbooks import quality_refusal as _quality_refusal
 from opslake.analysis.playbooks.contrast_sql import (
     FAILURES_PER_GROUP,
     SUCCESSES_PER_CLASS,
@@ -38,9 +41,11 @@ from opslake.analysis.playbooks.contrast_sql import (
 from opslake.analysis.reporters import ReporterTrust
 from opslake.lake import derived
 from opslake.models.analysis import Diagnosis
+from opslake.models.catalog import ToolCatalog
 from opslake.models.playbooks import MAX_ACTION_CHARS, MAX_FIX_NAMES
 from opslake.models.window import Window
 from opslake.query.dialect import to_duckdb
+from tests.vocabulary import gateway_routes, staffing_tables, staffing_vocabulary, with_tools
 
 pytestmark = pytest.mark.unit
 
@@ -50,6 +55,7 @@ SCHEMA = pa.schema(
         ("op_id", pa.string()), ("ts", pa.timestamp("ms")), ("ingested_at", pa.timestamp("ms")),
         ("agent_id", pa.string()), ("reporter_id", pa.string()), ("session_id", pa.string()),
         ("endpoint", pa.string()), ("task_class", pa.string()), ("success", pa.bool_()), ("source", pa.string()),
+        ("trace_id", pa.string()),
         ("event_kind", pa.string()), ("error_type", pa.string()), ("error", pa.string()),
         ("input_summary", pa.string()), ("output_summary", pa.string()),
         ("attributes", pa.map_(pa.string(), pa.string())), ("dt", pa.string()), ("hour", pa.string()),
@@ -97,10 +103,56 @@ def samples(ops: list[dict[str, Any]], *, min_failures: int = 3, min_agents: int
     return run(sql, ops)
 
 
-# (endpoint, task class, kind, names, when, do, instead of): what the demo's ops teach
+def learned(ops: list[dict[str, Any]]) -> Vocabulary:
+    """The vocabulary a consolidator run reads after these ops: the tool catalog the engine tallies
+    from them (the real query, on DuckDB), and the staffing tables and routes (Glue, template.yaml)."""
+    rows = run(catalog_window_sql("ops", window_of(ops), TRUST), ops)
+    catalog = fold(ToolCatalog(), rows, now=NOW)
+    return vocabulary_of(catalog, staffing_tables(), routes=gateway_routes())
+
+
+#: What the demo's own traffic taught the catalog (its tests); the others use the staffing world's
+#: vocabulary (the gateway tools as tools/list declares them, the sample's tables).
+VOCABULARY = learned(demo_ops())
+STAFFING = staffing_vocabulary()
+
+
+def contrast_groups(
+    rows: Any, *, trust: ReporterTrust, vocabulary: Vocabulary | None = None
+) -> list[CandidateGroup]:
+    return _contrast_groups(rows, trust=trust, vocabulary=vocabulary or STAFFING)
+
+
+def distill(
+    group: CandidateGroup, ask: Any = None, *, vocabulary: Vocabulary | None = None, **options: Any
+) -> Any:
+    return _distill(group, ask, vocabulary=vocabulary or STAFFING, **options)
+
+
+def distill_groups(
+    groups: Any, ask: Any = None, *, vocabulary: Vocabulary | None = None, **options: Any
+) -> Any:
+    return _distill_groups(groups, ask, vocabulary=vocabulary or STAFFING, **options)
+
+
+def heuristic_draft(group: CandidateGroup, vocabulary: Vocabulary | None = None) -> Any:
+    return _heuristic_draft(group, vocabulary or STAFFING)
+
+
+def merge_candidates(*args: Any, vocabulary: Vocabulary | None = None, **options: Any) -> Any:
+    return _merge_candidates(*args, vocabulary=vocabulary or STAFFING, **options)
+
+
+def quality_refusal(*args: Any, vocabulary: Vocabulary | None = None, **options: Any) -> Any:
+    return _quality_refusal(*args, vocabulary=vocabulary or STAFFING, **options)
+
+
+# (endpoint, task class, kind, names, when, do, instead of): what the demo's ops teach, with the
+# names the catalog learned from the same ops (no city was ever sent to /match in this run: the fix
+# names what the traffic knows, role and state)
 DEMO_FIXES = {
-    ("/match", "staff_job", "fields", ("role", "city|state"), "Building a POST /match body",
-     "Send role and a city or state in the POST /match body", "a body with only need and count"),
+    ("/match", "staff_job", "missing_argument", ("role", "state"), "Building a POST /match body",
+     "Send role and state in the POST /match body", "a body with only need and count"),
     ("/sql", "sql_question", "aggregate", ("count(*)", "avg()"),
      "Answering a count, average or top-N question with POST /sql",
      "Aggregate in SQL (count(*), avg()) instead of listing rows: /sql cuts answers at its row limit",
@@ -116,11 +168,11 @@ DEMO_FIXES = {
     ("/sql", "sql_question", "json_body", ("json.dumps",), "Sending a JSON body to POST /sql",
      "Build the POST /sql body with a JSON encoder (json.dumps), never by hand",
      "a body written by hand that is not valid JSON"),
-    ("/worker/{id}", "staff_job", "id_format", ("^W[0-9]{5}$",), "Looking up a worker with GET /worker/{id}",
-     "Use worker ids of the form W + 5 digits (W[0-9]{5})", "ids like w-9999 or 9999"),
-    ("/worker/{id}", "worker_lookup", "id_format", ("^W[0-9]{5}$",), "Looking up a worker with GET /worker/{id}",
-     "Use worker ids of the form W + 5 digits (W[0-9]{5})", "ids like 9999"),
-    ("/worker/{id}", "worker_lookup", "id_source", ("/sql",), "Looking up a worker with GET /worker/{id}",
+    ("/worker/{id}", "staff_job", "value_shape", ("id", "^W[0-9]{5}$"), "Calling GET /worker/{id}",
+     "Use worker ids of the form W + 5 digits (W[0-9]{5})", "worker ids like w-9999 or 9999"),
+    ("/worker/{id}", "worker_lookup", "value_shape", ("id", "^W[0-9]{5}$"), "Calling GET /worker/{id}",
+     "Use worker ids of the form W + 5 digits (W[0-9]{5})", "worker ids like 9999"),
+    ("/worker/{id}", "worker_lookup", "preceding_call", ("/sql",), "Calling GET /worker/{id}",
      "Take worker ids from a POST /sql answer; never guess them", "worker ids written from memory"),
     ("runtime:model_call", "sql_question", "prompt_bound", ("12000",), "Calling the model (runtime:model_call)",
      "Keep model prompts under 12000 input tokens", "prompts of 48000 input tokens or more"),
@@ -139,7 +191,7 @@ def test_each_planted_mistake_of_the_demo_gives_its_specific_entry() -> None:
     """Guessed columns, /match bodies without role and state, malformed and unknown worker ids,
     listings cut at the row limit, hand-cut JSON bodies and model calls that time out: each gives
     the fix a reader can act on, with the real names."""
-    groups = contrast_groups(samples(demo_ops()), trust=TRUST)
+    groups = contrast_groups(samples(demo_ops()), trust=TRUST, vocabulary=VOCABULARY)
     assert fixes(groups) == DEMO_FIXES
     for group in groups:
         assert group.source == "contrast" and group.kind == "do" and group.signature_id
@@ -160,9 +212,13 @@ def test_each_planted_mistake_of_the_demo_gives_its_specific_entry() -> None:
 
 
 def test_the_demo_s_contrast_entries_pass_the_fence_and_the_gate_and_name_no_instance() -> None:
-    groups = contrast_groups(samples(demo_ops()), trust=TRUST)
+    groups = contrast_groups(samples(demo_ops()), trust=TRUST, vocabulary=VOCABULARY)
+    drafts = [(g, distill(g, vocabulary=VOCABULARY)) for g in groups]
     result = merge_candidates(
-        [], [DistilledCandidate(g, d, by) for g in groups for d, by in [distill(g)] if d is not None], now=NOW
+        [],
+        [DistilledCandidate(g, d, by) for g, (d, by) in drafts if d is not None],
+        now=NOW,
+        vocabulary=VOCABULARY,
     )
     assert not result.rejected
     assert len(result.created) == len(DEMO_FIXES)
@@ -220,7 +276,7 @@ def test_the_samples_are_bounded_by_groups() -> None:
         if row["side"] == "failure":
             assert op.get("event_kind") != "rescue"
     # more of the same teaches the same fixes (and, with more successes, the staff_job prompt bound)
-    found = {f[:4] for f in fixes(contrast_groups(rows, trust=TRUST))}
+    found = {f[:4] for f in fixes(contrast_groups(rows, trust=TRUST, vocabulary=VOCABULARY))}
     assert {f[:4] for f in DEMO_FIXES} <= found
 
 
@@ -362,16 +418,21 @@ def test_a_fields_fix_with_more_names_than_an_entry_holds_is_not_stated_and_the_
         "hours",
     ]
     assert len(many) > MAX_FIX_NAMES
-    groups = contrast_groups(many_fields_rows(many), trust=TRUST)
-    assert [g for g in groups if g.fix_kind == "fields"] == []
-    result = merge_candidates([], distill_groups(groups).candidates, now=NOW)  # no ValidationError
-    assert all(len(e.fix_names) <= MAX_FIX_NAMES for e in result.entries)
+    wide = with_tools({"/match": [*many, "need", "count"]})  # a tool that takes them all
+    groups = contrast_groups(many_fields_rows(many), trust=TRUST, vocabulary=wide)
+    assert [g for g in groups if g.fix_kind == "missing_argument"] == []
+    result = merge_candidates(
+        [], distill_groups(groups, vocabulary=wide).candidates, now=NOW, vocabulary=wide
+    )
+    assert all(len(e.fix_names) <= MAX_FIX_NAMES for e in result.entries)  # no ValidationError either
     # within the limit the fix is stated whole, and the merge makes a valid entry of it
     few = many[:4]
-    (group,) = contrast_groups(many_fields_rows(few), trust=TRUST)
+    (group,) = contrast_groups(many_fields_rows(few), trust=TRUST, vocabulary=wide)
     assert sorted(group.fix_names) == sorted(few) and group.fix_action is not None
     assert all(name in group.fix_action for name in few) and len(group.fix_action) <= MAX_ACTION_CHARS
-    (entry,) = merge_candidates([], distill_groups([group]).candidates, now=NOW).entries
+    (entry,) = merge_candidates(
+        [], distill_groups([group], vocabulary=wide).candidates, now=NOW, vocabulary=wide
+    ).entries
     assert sorted(entry.fix_names) == sorted(few) and entry.action == group.fix_action
 
 
@@ -382,9 +443,9 @@ def test_id_format_shows_shapes_never_instances() -> None:
         for i, v in enumerate(["w-8013", "1062", "w-4821"])
     ] + [row("success", f"GET /worker/W0004{i}", n=10 + i, endpoint="/worker/{id}") for i in range(3)]
     (group,) = contrast_groups(rows, trust=TRUST)
-    assert group.fix_kind == "id_format" and group.fix_names == ("^W[0-9]{5}$",)
+    assert group.fix_kind == "value_shape" and group.fix_names == ("id", "^W[0-9]{5}$")
     assert group.fix_action == "Use worker ids of the form W + 5 digits (W[0-9]{5})"
-    assert group.instead_of == "ids like w-9999 or 9999"
+    assert group.instead_of == "worker ids like w-9999 or 9999"
     assert (
         quality_refusal(group.fix_when or "", group.fix_action, group.instead_of, "/worker/{id}", None)
         is None
@@ -403,7 +464,7 @@ def test_id_source_names_the_calls_that_answered_before_the_successes() -> None:
     # the failing sessions listed tables too: only /sql tells the successes apart
     rows = [{**r, "earlier_ok": "GET /tables"} if r["side"] == "failure" else r for r in rows]
     (group,) = contrast_groups(rows, trust=TRUST)
-    assert group.fix_kind == "id_source" and group.fix_names == ("/sql",)
+    assert group.fix_kind == "preceding_call" and group.fix_names == ("/sql",)
     assert group.fix_action == "Take worker ids from a POST /sql answer; never guess them"
 
 
@@ -449,7 +510,7 @@ def test_json_body_and_prompt_bound() -> None:
 
 # ---- drafting and merging ------------------------------------------------------------------------
 def demo_groups() -> list[CandidateGroup]:
-    return contrast_groups(samples(demo_ops()), trust=TRUST)
+    return contrast_groups(samples(demo_ops()), trust=TRUST, vocabulary=VOCABULARY)
 
 
 def test_the_heuristic_draft_of_a_contrast_is_when_do_instead_of() -> None:
@@ -462,7 +523,7 @@ def test_the_heuristic_draft_of_a_contrast_is_when_do_instead_of() -> None:
 
 
 def test_a_model_draft_of_a_contrast_must_name_every_fix_name() -> None:
-    group = next(g for g in demo_groups() if g.fix_kind == "fields")
+    group = next(g for g in demo_groups() if g.fix_kind == "missing_argument")
     answer = {"trigger": "Staffing a job with POST /match", "kind": "do", "confidence": 0.8, "domain": "staffing",
               "scope": "project", "evidence_excerpts": ["missing required filter(s)"]}  # fmt: skip
     vague = {**answer, "action": "Send every required field in the POST /match body"}
@@ -499,17 +560,19 @@ def test_a_diagnosis_whose_signature_got_a_contrast_fix_is_not_drafted() -> None
     from opslake.analysis.playbooks.grouping import diagnosis_groups
 
     groups = demo_groups()
-    fixed = next(g.signature_id for g in groups if g.fix_kind == "id_source")
+    fixed = next(g.signature_id for g in groups if g.fix_kind == "preceding_call")
     assert fixed is not None
     other = diagnosis_groups([diagnosis("sig_other")])
     superseded = diagnosis_groups([diagnosis(fixed)])
-    drafts = distill_groups([*groups, *superseded, *other])
+    drafts = distill_groups([*groups, *superseded, *other], vocabulary=VOCABULARY)
     assert drafts.superseded == [superseded[0].group_key]
     keys = [c.group.group_key for c in drafts.candidates]
     assert other[0].group_key in keys and superseded[0].group_key not in keys
     assert len(keys) == len(groups) + 1
     for candidate in drafts.candidates:
-        assert rejection_reason(candidate, min_agents=2) is None, candidate.group.group_key
+        assert rejection_reason(candidate, min_agents=2, vocabulary=VOCABULARY) is None, (
+            candidate.group.group_key
+        )
 
 
 # ---- hostile keys --------------------------------------------------------------------------------
@@ -586,7 +649,7 @@ def test_a_model_cannot_rewrite_what_a_contrast_entry_says_instead_of() -> None:
     reporters, shapes, never an instance). The model's wording of the action is accepted when it
     names the fix, but its own "instead of" (it reads agent-written excerpts) never replaces the
     contrast's: it could turn the fix against itself ("instead of role")."""
-    group = next(g for g in demo_groups() if g.fix_kind == "fields")
+    group = next(g for g in demo_groups() if g.fix_kind == "missing_argument")
     answer = {"trigger": "Staffing a job with POST /match", "kind": "do", "confidence": 0.8, "domain": "staffing",
               "scope": "project", "evidence_excerpts": ["missing required filter(s)"],
               "action": "Always include role plus a state (or a city) in the /match body",

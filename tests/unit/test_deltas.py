@@ -136,6 +136,7 @@ def test_an_evidence_fold_is_the_consolidator_s_edit_and_only_drafted_text_the_d
     is the distiller's; more evidence folded into an entry (its text unchanged) is the consolidator's,
     not the original distiller's (a model that drafted the entry last week did not edit it today)."""
     from opslake.analysis.playbooks import SuccessRow, candidate_groups, distill_groups, merge_candidates
+    from tests.vocabulary import staffing_vocabulary
 
     def success(i: int, agent: str) -> SuccessRow:
         sql = f"SELECT name, rating FROM workers WHERE city = 'Austin' LIMIT {10 + i}"
@@ -150,17 +151,24 @@ def test_an_evidence_fold_is_the_consolidator_s_edit_and_only_drafted_text_the_d
             "kind": "do", "confidence": 0.6, "domain": "sql", "scope": "project", "evidence_excerpts": ["SELECT name"],
         })  # fmt: skip
 
+    staffing = staffing_vocabulary()  # the model's action names a known table and column
     first = distill_groups(
-        candidate_groups([success(i, f"a{i}") for i in range(3)], []), ask, model="gpt-test"
+        candidate_groups([success(i, f"a{i}") for i in range(3)], []),
+        ask,
+        model="gpt-test",
+        vocabulary=staffing,
     )
-    created = merge_candidates([], first.candidates, now=T0)
+    created = merge_candidates([], first.candidates, now=T0, vocabulary=staffing)
     entries, [add] = diff([], created.entries, by=merge_author([]), reason="evidence", at=T0)
     assert (add.op, add.by) == ("add", "gpt-test")
     # the next run: new evidence of the same advice folds into the entry; no text changes
     later = distill_groups(
-        candidate_groups([success(i, f"b{i}") for i in range(3)], []), ask, model="gpt-test"
+        candidate_groups([success(i, f"b{i}") for i in range(3)], []),
+        ask,
+        model="gpt-test",
+        vocabulary=staffing,
     )
-    folded = merge_candidates(entries, later.candidates, now=END)
+    folded = merge_candidates(entries, later.candidates, now=END, vocabulary=staffing)
     assert folded.updated == [add.entry_id] and not folded.created
     _, [update] = diff(entries, folded.entries, by=merge_author(entries), reason="evidence", at=END)
     assert (update.op, update.by) == ("update", "consolidator")

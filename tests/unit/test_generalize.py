@@ -1,30 +1,46 @@
-"""Generalization (issue 16): an entry's text loses the values of one instance — worker ids and
-other ids, cities and states, roles, clients, dates, a request's literals — and says what it
-replaced; names of the catalog, id forms and shapes stay."""
+"""Generalization (issue 16, issue 24): an entry's text loses the values of one instance — ids,
+dates, a request's literals, and the word values the tool catalog saw an argument take among many
+(cities, states, roles, clients in the staffing world) — and says what it replaced; names of the
+catalog, id forms and shapes stay. No list in code: the words come from the vocabulary."""
 
 from __future__ import annotations
 
 import pytest
 
-from opslake.analysis.playbooks import GENERALIZED_FORMS, Replaced, generalize, instance_values
+from opslake.analysis.catalog.known import vocabulary_of
+from opslake.analysis.playbooks import GENERALIZED_FORMS, Replaced
+from opslake.analysis.playbooks import generalize as _generalize
+from opslake.analysis.playbooks import instance_values as _instance_values
+from tests.vocabulary import staffing_vocabulary
+
+VOCABULARY = staffing_vocabulary()
+
+
+def generalize(text: str) -> tuple[str, list[Replaced]]:
+    return _generalize(text, VOCABULARY.instances, VOCABULARY.fields)
+
+
+def instance_values(text: str) -> list[Replaced]:
+    return _instance_values(text, VOCABULARY.instances, VOCABULARY.fields)
+
 
 CASES = [
     ("Worker 'W90519' does not exist: use worker ids returned by POST /match or /sql",
-     "A worker id (W + five digits) does not exist: use worker ids returned by POST /match or /sql",
-     ["worker_id"]),
-    ("retry W00042 later", "retry a worker id (W + five digits) later", ["worker_id"]),
-    ("GET /worker/W00042 then GET /worker/ord-1234", "GET /worker/{id} then GET /worker/{id}", ["worker_id", "id"]),
+     "Worker an id does not exist: use worker ids returned by POST /match or /sql", ["id"]),
+    ("retry W00042 later", "retry an id later", ["id"]),
+    ("GET /worker/W00042 then GET /worker/ord-1234", "GET /worker/{id} then GET /worker/{id}", ["id", "id"]),
     ("order 'ord-1234' is gone", "order an id is gone", ["id"]),
-    ("staff job: assembler in Tucson, AZ", "staff job: {role} in {city}, {state}", ["city", "role"]),
-    ("welders in Salt Lake City, UT for Lone Star Fabrication", "{role} in {city}, {state} for {client}",
-     ["client", "city", "role"]),
-    ("jobs in Phoenix", "jobs in {city}", ["city"]),
+    ("staff job: assembler in Tucson, AZ", "staff job: {role} in {city}, AZ", ["instance", "instance"]),
+    ("welders in Salt Lake City, 'UT'", "{role} in {city}, '{state}'", ["instance", "instance", "instance"]),
+    # a client is a value no tool's argument takes in the staffing traffic: the catalog has no word of it
+    ("for Lone Star Fabrication", "for Lone Star Fabrication", []),
+    ("jobs in Phoenix", "jobs in {city}", ["instance"]),
     ('Call POST /match shaped like {"role":"nurse","count":{num}}',
      'Call POST /match shaped like {"role":"{role}","count":{num}}', ["literal"]),
     ('{"need": "night shift", "notes": "x"}', '{"need": "{need}", "notes": "{str}"}', ["literal", "literal"]),
     ("SELECT * FROM workers WHERE city = 'Tucson' AND state IN ('AZ', 'TX') AND name LIKE '%bob%'",
      "SELECT * FROM workers WHERE city = '{city}' AND state IN ('{state}', '{state}') AND name LIKE '{str}'",
-     ["city", "state", "state", "literal"]),
+     ["instance", "instance", "instance", "literal"]),
     ("role in ('x','y')", "role in ('{str}','{str}')", ["literal"]),
     ("on 2026-11-01T10:00:00Z for 123e4567-e89b-12d3-a456-426614174000 with count \"42\"",
      "on {date} for {uuid} with count \"{num}\"", ["uuid", "date", "number"]),
@@ -34,6 +50,7 @@ UNCHANGED = [
     "Use the column hourly_rate of workers",
     "Send role and city or state in the POST /match body",
     "Use worker ids of the form W + five digits (^W[0-9]{5}$)",
+    "Send priority as one of high, low or normal",  # an enum's values are constants, not instances
     "ids like w-999 or 9999",  # shapes written by the contrast rules, not instances
     "Take worker ids from a POST /match or /sql answer; never guess them",
     "Aggregate in SQL (count(*), avg()) instead of listing rows: /sql cuts answers at its row limit",
@@ -65,20 +82,43 @@ def test_generalize_keeps_names_forms_and_shapes(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
-        ("Ｗ９０５１９", "worker_id"),  # full-width: its compatibility form is W90519
+        ("Ｗ９０５１９", "id"),  # full-width: its compatibility form is W90519
         ("Ԝ90519 was asked for", "id"),  # a Cyrillic look-alike W: seen through the skeleton
-        ("jobs in Tucsоn", "city"),  # a Cyrillic о
-        ("JOBS IN TUCSON, AZ", "city"),
+        ("jobs in Tucsоn", "instance"),  # a Cyrillic о
+        ("JOBS IN TUCSON, AZ", "instance"),
     ],
 )
 def test_instance_values_see_through_look_alikes(text: str, kind: str) -> None:
     assert [r.kind for r in instance_values(text)][:1] == [kind]
 
 
-def test_the_worker_id_phrase_is_what_the_brief_and_the_gate_agree_on() -> None:
+def test_the_id_phrase_is_what_the_gate_gives_no_weight() -> None:
     out, _ = generalize("worker W12345")
-    assert out == "a worker id (W + five digits)"
-    assert "a worker id (W + five digits)" in GENERALIZED_FORMS and "{city}" in GENERALIZED_FORMS
+    assert out == "worker an id"
+    assert "an id" in GENERALIZED_FORMS
+
+
+def test_instances_are_the_catalog_s_not_a_list_in_code() -> None:
+    """Without a vocabulary no word is an instance; a tool whose argument takes many word values
+    makes them instances ({argument}), one that takes a few (an enum) keeps them as words."""
+    assert _generalize("jobs in Phoenix") == ("jobs in Phoenix", [])
+    from opslake.models.catalog import ArgumentStat, ShapeStat, ToolCatalog, ToolStat
+
+    witnesses = ["k1", "k2"]
+    many = [ShapeStat(shape=f"Product{c}", calls=1, witnesses=witnesses) for c in "ABCDEFGHIJKL"]
+    few = [ShapeStat(shape=p, calls=5, witnesses=witnesses) for p in ("high", "low", "normal")]
+    tool = ToolStat(
+        endpoint="tool:order", calls=20, witnesses=witnesses,
+        arguments=[
+            ArgumentStat(name="product", calls=12, witnesses=witnesses, shapes=many, distinct_shapes=12),
+            ArgumentStat(name="priority", calls=15, witnesses=witnesses, shapes=few, distinct_shapes=3),
+        ],
+    )  # fmt: skip
+    vocabulary = vocabulary_of(ToolCatalog(tools=[tool]))
+    out, replaced = _generalize(
+        "no stock of ProductC, priority high", vocabulary.instances, vocabulary.fields
+    )
+    assert out == "no stock of {product}, priority high" and [r.value for r in replaced] == ["ProductC"]
 
 
 def test_generalize_is_bounded_on_long_hostile_text() -> None:

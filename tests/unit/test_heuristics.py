@@ -14,7 +14,7 @@ pytestmark = pytest.mark.unit
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
 
 
-def diagnose(endpoint: str, error_type: str | None, *errors: str):
+def diagnose(endpoint: str, error_type: str | None, *errors: str, sources: tuple[str, ...] = ()):
     template = template_of(endpoint, error_type, errors[0] if errors else None)
     sig = Signature(
         signature_id=signature_id(template),
@@ -37,7 +37,7 @@ def diagnose(endpoint: str, error_type: str | None, *errors: str):
         )
         for i, error in enumerate(errors)
     ]
-    return diagnose_heuristically(sig, samples)
+    return diagnose_heuristically(sig, samples, sources)
 
 
 @pytest.mark.parametrize(
@@ -223,10 +223,16 @@ def test_table_and_worker_advice_name_what_they_can() -> None:
     answer = diagnose("/worker/{id}", "not_found", "no worker with id 'W99999'")
     # the advice reaches every agent: the kind of id guessed, never the id (issue 16); the cause quotes it
     assert answer.agent_adjustment == (
-        "Guessed worker ids do not exist: use worker ids returned by POST /match or POST /sql instead of "
-        "guessing them"
+        "Guessed worker ids do not exist: use ids returned by an earlier call (a list or search) instead of "
+        "guessing or constructing them"
     )
     assert "'W99999'" in answer.cause
+    # where the catalog saw the calls the ids come from (called before it where it failed less), it
+    # names them (issue 24: no route of the sample world is written in the diagnoser)
+    answer = diagnose("/worker/{id}", "not_found", "no worker with id 'W99999'", sources=("/match", "/sql"))
+    assert answer.agent_adjustment == (
+        "Guessed worker ids do not exist: use worker ids returned by /match or /sql instead of guessing them"
+    )
     answer = diagnose("/match", "bad_request", "missing required filter(s): role; a match needs a role")
     assert answer.agent_adjustment == "Requests to /match miss required fields (role): always send them"
 

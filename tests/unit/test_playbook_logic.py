@@ -15,21 +15,60 @@ from opslake.analysis.playbooks import (
     EntryNotFoundError,
     LogRow,
     SuccessRow,
-    approve,
     candidate_groups,
-    distill,
-    distill_groups,
     entry_id_for,
-    generalized,
-    heuristic_draft,
-    merge_candidates,
-    review,
     snapshot,
     success_template,
 )
+from opslake.analysis.playbooks import approve as _approve
+from opslake.analysis.playbooks import distill as _distill
+from opslake.analysis.playbooks import distill_groups as _distill_groups
+from opslake.analysis.playbooks import generalized as _generalized
+from opslake.analysis.playbooks import heuristic_draft as _heuristic_draft
+from opslake.analysis.playbooks import merge_candidates as _merge_candidates
+from opslake.analysis.playbooks import review as _review
 from opslake.analysis.reporters import ReporterTrust
 from opslake.models.analysis import Diagnosis
 from opslake.models.playbooks import EntryDraft, PlaybookEntry
+from tests.vocabulary import staffing_vocabulary
+
+#: The staffing world's vocabulary (the catalog and tables a run over its traffic reads).
+STAFFING = staffing_vocabulary()
+#: These tests exercise the reporters' rules for /log lessons on the opt-in path (a deployment that
+#: auto-publishes agent-written text with two independent reporters); by default such entries wait
+#: for an operator (test_agent_written_text_waits_for_an_operator_by_default).
+OPTED_IN = 2
+
+
+def approve(*args: Any, **options: Any) -> Any:
+    return _approve(*args, vocabulary=STAFFING, **options)
+
+
+def distill(group: CandidateGroup, ask: Any = None, **options: Any) -> Any:
+    return _distill(group, ask, vocabulary=STAFFING, **options)
+
+
+def distill_groups(groups: Any, ask: Any = None, **options: Any) -> Any:
+    return _distill_groups(groups, ask, vocabulary=STAFFING, **options)
+
+
+def generalized(draft: EntryDraft) -> EntryDraft:
+    return _generalized(draft, STAFFING)
+
+
+def heuristic_draft(group: CandidateGroup) -> Any:
+    return _heuristic_draft(group, STAFFING)
+
+
+def merge_candidates(*args: Any, **options: Any) -> Any:
+    options.setdefault("free_text_min_reporters", OPTED_IN)
+    return _merge_candidates(*args, vocabulary=STAFFING, **options)
+
+
+def review(*args: Any, **options: Any) -> Any:
+    options.setdefault("free_text_min_reporters", OPTED_IN)
+    return _review(*args, vocabulary=STAFFING, **options)
+
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
@@ -398,7 +437,8 @@ def test_served_shape_hides_excerpts_agents_and_bookkeeping() -> None:
     assert set(served) == {
         "entry_id", "trigger", "action", "kind", "confidence", "domain", "scope", "endpoint", "task_class",
         "signature_id", "source", "distilled_by", "evidence_agent_count", "evidence_reporter_count", "status",
-        "created_at", "updated_at", "published_at", "instead_of", "fix_kind", "experiment_stage", "helpful_count",
+        "created_at", "updated_at", "published_at", "instead_of", "fix_kind", "fix_names", "fix_failures",
+        "fix_successes", "experiment_stage", "helpful_count",
         "harmful_count", "treatment_rate", "holdout_rate", "effect", "effect_low", "effect_high",
         "evidence_count", "evidence_op_ids",
     }  # fmt: skip
@@ -444,7 +484,8 @@ def test_heuristic_draft_for_other_endpoints_shows_the_call_shape() -> None:
     (group,) = candidate_groups(rows, [])
     draft = heuristic_draft(group)
     assert draft is not None
-    assert draft.trigger == "staffing_fill task using /match" and draft.domain == "staffing"
+    # the domain is the tool the entry is about, never a label of the sample world
+    assert draft.trigger == "staffing_fill task using /match" and draft.domain == "match"
     # the engine computes the shape from the text (issue 13): keys in the order sent, values masked
     assert draft.action == 'Call POST /match shaped like {"role":"nurse","count":{num}}'
     # issue 16: "nurse" is one request's value; the gate refuses it until it is generalized
@@ -787,3 +828,28 @@ def test_merge_entries_folds_plain_entries_that_read_alike() -> None:
         created_at=T0 + timedelta(minutes=9),
     )
     assert merge_entries([a, b, c], now=NOW).merged == {"pb_b": "pb_a"}
+
+
+def test_agent_written_text_waits_for_an_operator_by_default() -> None:
+    """Issue 24: a /log lesson is text an agent wrote; however many keys give it, it is proposed
+    until an operator approves it, unless the deployment opts in (free_text_min_reporters), and
+    then it needs that many independent reporters. Entries opslake composes publish on evidence."""
+    operation = "fill a welder shift in Austin"
+    rows = [log_row(i, f"k{i + 1}", operation, text) for i, text in enumerate(SPELLINGS)]
+    drafts = distill_groups(candidate_groups([], rows)).candidates
+    held = _merge_candidates([], drafts, now=NOW, vocabulary=STAFFING)
+    assert [e.status for e in held.entries] == ["proposed"]
+    opted = _merge_candidates([], drafts, now=NOW, vocabulary=STAFFING, free_text_min_reporters=3)
+    assert [e.status for e in opted.entries] == ["active"]
+    stricter = _merge_candidates([], drafts, now=NOW, vocabulary=STAFFING, free_text_min_reporters=4)
+    assert [e.status for e in stricter.entries] == ["proposed"]
+    # an active lesson under the old rules goes back to proposed at the next review, until approved
+    reviewed = _review(opted.entries, trust=ReporterTrust(), min_reporters=2, approval_mode=False, now=NOW,
+                       vocabulary=STAFFING)  # fmt: skip
+    assert [e.status for e in reviewed.entries] == ["proposed"] and reviewed.withheld == [
+        opted.entries[0].entry_id
+    ]
+    approved = approve(reviewed.entries, opted.entries[0].entry_id, NOW)
+    again = _review(approved, trust=ReporterTrust(), min_reporters=2, approval_mode=False, now=NOW,
+                    vocabulary=STAFFING)  # fmt: skip
+    assert [e.status for e in again.entries] == ["active"]

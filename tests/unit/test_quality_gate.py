@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from opslake.analysis.fence import KnownNames
+from opslake.analysis.catalog.known import vocabulary_of
 from opslake.analysis.playbooks import QUALITY, generalize, quality_refusal
+from tests.vocabulary import staffing_vocabulary
 
 PASS = None
 R1 = "restates the endpoint"  # the action only restates its endpoint
@@ -99,15 +100,16 @@ EDGES = [
     ("t", "SELECT avg(hourly_rate) FROM workers WHERE city = 'Tucson'", None, "/sql", R3),
     ("t", "Send role and state in the POST /match body", "a body with state 'AZ'", "/match", R3),
     # an entry that was only its instance says nothing once generalized
-    ("t", "A worker id (W + five digits) does not exist", None, "/worker/{id}", R2),
-    ("t", "Use a worker id (W + five digits)", None, "/worker/{id}", R1),
+    ("t", "An id does not exist", None, "/worker/{id}", R2),
+    ("t", "Use an id", None, "/worker/{id}", R1),
     ("t", "Use the column hourly_rate of workers", None, "/sql", PASS),
     ("t", "Use the column hourly_rate of workers " * 200, None, "/sql", "longer than"),
 ]  # fmt: skip
 
 
 def _verdict(trigger: str, action: str, instead_of: str | None, endpoint: str | None) -> str | None:
-    return quality_refusal(trigger, action, instead_of, endpoint, "task")
+    """The gate's verdict with the vocabulary a run over the staffing demo's traffic reads."""
+    return quality_refusal(trigger, action, instead_of, endpoint, "task", vocabulary=staffing_vocabulary())
 
 
 @pytest.mark.parametrize(("trigger", "action", "instead_of", "endpoint", "expected"), DEMO + EDGES)
@@ -142,14 +144,15 @@ def test_the_demo_verdicts_are_the_issue_s() -> None:
     [(t, a, e) for t, a, _, e, expected in DEMO if expected == R3],
 )
 def test_an_instance_entry_passes_once_generalized(trigger: str, action: str, endpoint: str) -> None:
-    general_trigger, in_trigger = generalize(trigger)
-    general_action, in_action = generalize(action)
+    vocabulary = staffing_vocabulary()
+    general_trigger, in_trigger = generalize(trigger, vocabulary.instances, vocabulary.fields)
+    general_action, in_action = generalize(action, vocabulary.instances, vocabulary.fields)
     assert in_trigger or in_action
     assert _verdict(general_trigger, general_action, None, endpoint) is None
 
 
-def test_the_gate_reads_names_from_the_known_names_it_is_given() -> None:
-    known = KnownNames.of(["/orders/{id}"], ["order_total", "orders"])
+def test_the_gate_reads_names_from_the_vocabulary_it_is_given() -> None:
+    vocabulary = vocabulary_of(tables={"orders": ["order_total"]}, routes=["/orders/{id}"])
     action = "Use the column order_total of orders"
-    assert quality_refusal("t", action, None, "/orders/{id}", None, known=known) is None
-    assert quality_refusal("t", action, None, "/orders/{id}", None) is not None  # not in the sample catalog
+    assert quality_refusal("t", action, None, "/orders/{id}", None, vocabulary=vocabulary) is None
+    assert quality_refusal("t", action, None, "/orders/{id}", None) is not None  # no data: no names

@@ -30,6 +30,7 @@ from opslake.config import load_settings
 from opslake.errors import ConfigurationError
 from opslake.models.analysis import Diagnosis, FailureSample
 from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
+from tests.vocabulary import staffing_vocabulary
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
@@ -229,7 +230,9 @@ def test_avoid_diagnoses_need_a_trusted_reporter() -> None:
     # made before reporters were counted: a candidate, but it cannot publish itself
     (legacy,) = candidate_groups([], [], [diagnosis()])
     assert legacy.reporter_count == 0
-    (entry,) = merge_candidates([], [DistilledCandidate(legacy, *distill(legacy))], now=NOW).entries
+    staffing = staffing_vocabulary()  # GET /tables/{name} is a route the traffic knows
+    drafted = DistilledCandidate(legacy, *distill(legacy, vocabulary=staffing))
+    (entry,) = merge_candidates([], [drafted], now=NOW, vocabulary=staffing).entries
     assert entry.status == "proposed"
 
 

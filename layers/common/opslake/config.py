@@ -146,6 +146,13 @@ class Settings(BaseModel):
         le=200,  # entries keep at most 200 reporters (MAX_TRACKED_AGENTS)
         description="independent reporters an entry's evidence needs to be published without approval",
     )
+    playbook_free_text_min_reporters: int = Field(
+        default=0,
+        ge=0,
+        le=200,
+        description="independent reporters that publish an entry whose text an agent wrote (a /log "
+        "operation and approach, or a model's rewording) without approval; 0: never, an operator approves",
+    )
     reporter_trust: dict[str, TrustLevel] = Field(
         default_factory=dict,
         description='trust level per API key name, as JSON: {"key-name": "untrusted|reporter|runtime"}',

@@ -13,7 +13,7 @@ Exit codes: 0 done, 1 the operation failed, 2 bad usage or no running stack.
 Modules: :mod:`.parser` (the parser and ``main``), :mod:`.target` (the running local stack or a
 deployed one, and their clients), :mod:`.stack_commands` (local up, demo, invoke, schedule run),
 :mod:`.query_commands` (query, queries, report), :mod:`.admin_commands` (keys, playbooks, dataset),
-:mod:`.mcp_commands` (mcp).
+:mod:`.tools_commands` (tools list, tools register), :mod:`.mcp_commands` (mcp).
 """
 
 from opslake_local.cli.parser import build_parser, main

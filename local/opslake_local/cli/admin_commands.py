@@ -189,8 +189,12 @@ def cmd_playbooks_approve(args: argparse.Namespace) -> int:
     """Publish a proposed entry (approval mode, or evidence from too few independent reporters): it
     reaches agents with the next GET /playbooks and stays served whatever its evidence until retired."""
     from opslake.jobs.consolidator import approve_entry
+    from opslake_local.cli.tools_commands import read_tables
 
-    entry, where = _change_entry(args, approve_entry, override_fence=args.override_fence)
+    # the fence judges the entry with the last run's catalog and the target's tables and columns
+    entry, where = _change_entry(
+        args, approve_entry, override_fence=args.override_fence, tables=read_tables(args)
+    )
     print(f"approved {entry.entry_id} in the {where}: {entry.kind} - {entry.trigger} -> {entry.action}")
     if entry.fence_override_reason:
         print(f"served over the lesson fence's refusal: {entry.fence_override_reason}")

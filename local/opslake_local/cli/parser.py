@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from opslake_local.cli import admin_commands, mcp_commands, query_commands, stack_commands
+from opslake_local.cli import admin_commands, mcp_commands, query_commands, stack_commands, tools_commands
 from opslake_local.cli.target import STATE_ENV, CliError
 
 
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_commands.add_keys(commands)
     stack_commands.add_schedule(commands)
     admin_commands.add_playbooks(commands)
+    tools_commands.add_tools(commands)
     admin_commands.add_dataset(commands)
     mcp_commands.add_mcp(commands)
     return parser

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from opslake.analysis.fence import (
-    default_known,
+    KnownNames,
     endpoint_refusal,
     instruction_refusal,
     lesson_refusal,
@@ -29,6 +29,7 @@ from opslake.models.analysis import DiagnosisAnswer, FailureSample, Signature
 from opslake.observability import logger
 
 if TYPE_CHECKING:
+    from opslake.analysis.catalog.known import Vocabulary
     from opslake.llm import LlmClient
 
 HEURISTIC = "heuristic"
@@ -38,11 +39,13 @@ INVALID_ANSWER_REMINDER = (
 )
 
 
-def answer_refusal(signature: Signature, answer: DiagnosisAnswer) -> str | None:
+def answer_refusal(
+    signature: Signature, answer: DiagnosisAnswer, known: KnownNames | None = None
+) -> str | None:
     """Why a model's diagnosis may not be kept, else ``None``: its advice must pass the lesson
     fence (it may become an entry's action), its cause must read as data (no instruction to a
-    reader, no URL or IP)."""
-    known = default_known()
+    reader, no URL or IP). ``known``: the vocabulary's names (the catalog and the tables)."""
+    known = known or KnownNames()
     if endpoint_refusal(signature.endpoint) is None:
         known = known.extended([signature.endpoint])
     reason = lesson_refusal(answer.agent_adjustment, known)
@@ -62,8 +65,27 @@ class DiagnosisOutcome:
 class Diagnoser:
     """Model first (when configured), heuristic always available."""
 
-    def __init__(self, llm: LlmClient | None = None) -> None:
+    def __init__(self, llm: LlmClient | None = None, vocabulary: Vocabulary | None = None) -> None:
         self.llm = llm
+        #: the tool catalog and tables as the run read them (set by the analyzer each run)
+        self.vocabulary = vocabulary
+
+    def _sources(self, signature: Signature) -> list[str]:
+        """Tools called before this one in sessions where it failed less than it does overall
+        (where its ids come from), the most called first; from calls of enough reporters."""
+        vocabulary = self.vocabulary
+        tool = vocabulary.tool(signature.endpoint) if vocabulary else None
+        if vocabulary is None or tool is None or not tool.calls:
+            return []
+        rate = tool.failures / tool.calls
+        return [
+            p.endpoint
+            for p in tool.preceded_by
+            if vocabulary.vouched(p.witnesses)
+            and p.calls
+            and p.failures / p.calls < rate
+            and p.endpoint in vocabulary.tools
+        ][:2]
 
     @property
     def wants_contrasts(self) -> bool:
@@ -73,15 +95,21 @@ class Diagnoser:
     def diagnose(
         self, signature: Signature, samples: Sequence[FailureSample], contrasts: Sequence[str]
     ) -> DiagnosisOutcome:
+        sources = self._sources(signature)
         if self.llm is None:
-            return DiagnosisOutcome(diagnose_heuristically(signature, list(samples)), HEURISTIC, False)
+            return DiagnosisOutcome(
+                diagnose_heuristically(signature, list(samples), sources), HEURISTIC, False
+            )
+        from opslake.analysis.playbooks.drafting import catalog_slice
         from opslake.llm import LlmError, LlmInvalidAnswerError
 
-        messages = diagnosis_messages(signature, list(samples), list(contrasts))
+        catalog = catalog_slice(signature.endpoint, self.vocabulary)
+        messages = diagnosis_messages(signature, list(samples), list(contrasts), catalog)
+        known = self.vocabulary.known_names if self.vocabulary else None
         for attempt in (1, 2):
             try:
                 answer = self.llm.complete_json(messages, DiagnosisAnswer, schema_name="diagnosis")
-                refusal = answer_refusal(signature, answer.value)
+                refusal = answer_refusal(signature, answer.value, known)
                 if refusal is None:
                     return DiagnosisOutcome(answer.value, answer.model or self.llm.config.model, False)
                 logger.warning(
@@ -105,4 +133,4 @@ class Diagnoser:
                     error=str(exc),
                 )
                 break
-        return DiagnosisOutcome(diagnose_heuristically(signature, list(samples)), HEURISTIC, True)
+        return DiagnosisOutcome(diagnose_heuristically(signature, list(samples), sources), HEURISTIC, True)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -50,29 +50,6 @@ ELLIPSIS = "…"
 WITHHELD = "[withheld: {reason}]"
 LOCATION = "<location>"
 
-#: The gateway's routes (template.yaml; a unit test keeps the two equal).
-GATEWAY_ROUTES = (
-    "/ask", "/events", "/health", "/log", "/match", "/model", "/playbooks", "/profile/{agent_id}", "/search",
-    "/mcp", "/sql", "/stats", "/tables", "/tables/{name}", "/v1/traces", "/worker/{id}",
-)  # fmt: skip
-#: The catalog's sample tables and their columns (template.yaml's Glue tables; a unit test checks).
-CATALOG = {
-    "workers": (
-        "worker_id", "name", "role", "city", "state", "skills", "certifications", "availability",
-        "years_experience", "rating", "hourly_rate",
-    ),
-    "placements": (
-        "placement_id", "worker_id", "client", "role", "city", "state", "start_date", "end_date", "status",
-    ),
-}  # fmt: skip
-#: Request fields of the tools' schemas (``POST /match``, ``/sql``, ``/log``, ``/search``, ``/ask``, ``/events``,
-#: ``GET /playbooks``; a unit test checks every MCP tool's input against it).
-TOOL_FIELDS = (
-    "role", "state", "city", "need", "count", "skills", "certifications", "availability",
-    "min_rating", "max_rate", "sql", "limit", "operation", "approach", "result", "context",
-    "task_class", "endpoint", "hours", "ops", "q", "sources", "question", "tables", "op_id", "entry_id",
-    "format",
-)  # fmt: skip
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 #: The normalizer's placeholders (``<num>``, ``<str>``, shown as ``{num}``) and route parameters.
 PLACEHOLDERS = (
@@ -147,21 +124,47 @@ class KnownNames:
 
     routes: frozenset[str] = frozenset()
     identifiers: frozenset[str] = frozenset()
+    #: tables and their columns (a dotted name starting with a table must name one of its columns)
+    tables: tuple[tuple[str, frozenset[str]], ...] = ()
     _patterns: tuple[re.Pattern[str], ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
-    def of(cls, routes: Iterable[str] = (), identifiers: Iterable[str] = ()) -> KnownNames:
+    def of(
+        cls,
+        routes: Iterable[str] = (),
+        identifiers: Iterable[str] = (),
+        tables: Mapping[str, Iterable[str]] | None = None,
+    ) -> KnownNames:
         kept_routes = frozenset(r for r in routes if endpoint_refusal(r) is None)
+        kept_tables = {
+            t.lower(): frozenset(c.lower() for c in cols if _is_identifier(c))
+            for t, cols in (tables or {}).items()
+            if _is_identifier(t)
+        }
+        names = [*identifiers, *kept_tables, *(c for cols in kept_tables.values() for c in cols)]
         return cls(
             kept_routes,
-            frozenset(i.lower() for i in identifiers if _is_identifier(i)),
+            frozenset(i.lower() for i in names if _is_identifier(i)),
+            tuple(sorted(kept_tables.items())),
             tuple(_route_pattern(r) for r in sorted(kept_routes) if r.startswith("/")),
         )
 
-    def extended(self, routes: Iterable[str] = (), identifiers: Iterable[str] = ()) -> KnownNames:
+    def extended(
+        self,
+        routes: Iterable[str] = (),
+        identifiers: Iterable[str] = (),
+        tables: Mapping[str, Iterable[str]] | None = None,
+    ) -> KnownNames:
         """These names plus more (e.g. the endpoint a group is about, once it passed
-        :func:`endpoint_refusal`; tables and columns read from the catalog)."""
-        return KnownNames.of([*self.routes, *routes], [*self.identifiers, *identifiers])
+        :func:`endpoint_refusal`; tables and columns read from the Glue catalog)."""
+        merged: dict[str, set[str]] = {t: set(cols) for t, cols in self.tables}
+        for table, cols in (tables or {}).items():
+            merged.setdefault(table.lower(), set()).update(c.lower() for c in cols)
+        return KnownNames.of([*self.routes, *routes], [*self.identifiers, *identifiers], merged)
+
+    def columns(self, table: str) -> frozenset[str] | None:
+        """A known table's columns (None: no such table)."""
+        return next((cols for name, cols in self.tables if name == table.lower()), None)
 
     def names_route(self, path: str) -> bool:
         return path in self.routes or any(p.match(path.rstrip("/.,;:)")) for p in self._patterns)
@@ -176,20 +179,13 @@ def _is_identifier(name: str) -> bool:
 
 @cache
 def default_known() -> KnownNames:
-    """The gateway's routes, the catalog's tables and columns, the tools' fields, the error codes
-    the heuristic diagnoser knows, and the normalizer's placeholders."""
+    """opslake's own fixed names, the only ones known without data: the error codes the heuristic
+    diagnoser knows and the normalizer's placeholders. Tools, routes, arguments, tables and columns
+    are read at run time (:class:`opslake.analysis.catalog.known.Vocabulary`: the tool catalog
+    learned from traffic and the Glue catalog), never listed in code."""
     from opslake.analysis.heuristics import ERROR_CODES
 
-    identifiers = [*CATALOG, *(c for cols in CATALOG.values() for c in cols), *TOOL_FIELDS, *ERROR_CODES]
-    return KnownNames.of(GATEWAY_ROUTES, [*identifiers, *PLACEHOLDERS])
-
-
-@cache
-def _catalog_known() -> KnownNames:
-    """The catalog's tables and columns and the tools' fields, without routes: what an endpoint's
-    dotted part may name (built directly: :meth:`KnownNames.of` checks endpoints itself)."""
-    names = [*CATALOG, *(c for cols in CATALOG.values() for c in cols), *TOOL_FIELDS]
-    return KnownNames(identifiers=frozenset(n.lower() for n in names))
+    return KnownNames.of((), [*ERROR_CODES, *PLACEHOLDERS])
 
 
 @cache
@@ -506,7 +502,7 @@ def network_refusal(
             continue
         if _host_label(labels[-1]):
             return "network location (URL, domain or IP): a dotted name ending in a top-level domain"
-        if tables and labels[0] in CATALOG:
+        if tables and names.columns(labels[0]) is not None:
             return "network location (URL, domain or IP): a dotted name that is no known table.column"
     return None
 
@@ -688,9 +684,9 @@ def _label_words_refusal(label: str) -> str | None:
         )
     if reason:
         return f"names an instruction or a credential ({reason})"
-    vocabulary, known = english_words(), _catalog_known()
+    vocabulary = english_words()
     for raw in re.split(r"[^A-Za-z]+", split_words(label)):  # each word of letters
-        if len(raw) > MAX_UNKNOWN_IDENTIFIER and not known.knows(raw) and raw.lower() not in vocabulary:
+        if len(raw) > MAX_UNKNOWN_IDENTIFIER and raw.lower() not in vocabulary:
             return f"an unknown identifier longer than {MAX_UNKNOWN_IDENTIFIER} characters"
     return None
 
@@ -715,7 +711,7 @@ def endpoint_refusal(endpoint: str) -> str | None:
     # a dotted method name (tool:db.select, /v1/chat.completions) is not
     spaced = " ".join(p for p in re.split(r"[/:{}]+", endpoint) if p)
     if (
-        network_refusal(spaced, _catalog_known(), tables=False)
+        network_refusal(spaced, KnownNames(), tables=False)
         or _IPV4.search(endpoint)
         or re.search(r"(?<![A-Za-z_])\d+\.\d", endpoint)
     ):

@@ -14,7 +14,7 @@ passes the lesson fence (:mod:`opslake.analysis.fence`) or is left out.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from opslake.analysis.fence import (
     identifier_refusal,
@@ -273,14 +273,21 @@ def classify(error_type: str | None, texts: Iterable[str]) -> tuple[Category, fl
     return "other", _OTHER_CONFIDENCE
 
 
-def diagnose_heuristically(sig: Signature, samples: list[FailureSample]) -> DiagnosisAnswer:
-    """A diagnosis of ``sig`` from its template, its error type and its samples' raw errors."""
+def diagnose_heuristically(
+    sig: Signature, samples: list[FailureSample], sources: Sequence[str] = ()
+) -> DiagnosisAnswer:
+    """A diagnosis of ``sig`` from its template, its error type and its samples' raw errors.
+    ``sources``: the tools the catalog saw called before this one in sessions where it failed
+    less (where ids come from), named in the advice for ids that were not found."""
     errors = [s.error for s in samples[:MAX_SAMPLES_READ] if s.error]
     category, confidence = classify(sig.error_type, [sig.error_type or "", sig.template, *errors])
     if category == "not_found" and sig.endpoint.startswith("/tables"):
         category = "unknown_table"
     ep = _endpoint(sig)
-    cause, advice, avoid = _ADVICE[category](sig, ep, errors)
+    if category == "not_found":
+        cause, advice, avoid = _not_found(sig, ep, errors, sources)
+    else:
+        cause, advice, avoid = _ADVICE[category](sig, ep, errors)
     return DiagnosisAnswer(
         cause=_fit(cause, MAX_CAUSE_CHARS),
         agent_adjustment=_fit(advice, MAX_ADJUSTMENT_CHARS),
@@ -317,7 +324,9 @@ def _unknown_table(sig: Signature, ep: str, errors: list[str]) -> tuple[str, str
     return cause, f"{what}: {fix}", True
 
 
-def _not_found(sig: Signature, ep: str, errors: list[str]) -> tuple[str, str, bool]:
+def _not_found(
+    sig: Signature, ep: str, errors: list[str], sources: Sequence[str] = ()
+) -> tuple[str, str, bool]:
     functions = _names(errors, (_FUNCTION,))
     if functions:
         what = _named("Function", functions, "is not available", "are not available")
@@ -343,8 +352,9 @@ def _not_found(sig: Signature, ep: str, errors: list[str]) -> tuple[str, str, bo
         what = f"Guessed {kind.lower()} ids do not exist"
     else:
         what = "The resource asked for does not exist"
-    if "/worker" in ep:
-        fix = "use worker ids returned by POST /match or POST /sql instead of guessing them"
+    if sources:
+        noun = f"{kind.lower()} ids" if kind else "ids"
+        fix = f"use {noun} returned by {' or '.join(sources[:2])} instead of guessing them"
     elif "/profile" in ep:
         fix = "ask only about agents that GET /stats lists for the window, or widen the window (hours)"
     elif files:

@@ -5,7 +5,11 @@ analyzer says to avoid → playbook entries, their holdout experiments, the snap
 One run (every 30 minutes, or a backfill):
 
 1. takes the lease on ``state/consolidator.json``;
-2. has the engine tally the window's successes and ``/log`` records into groups (one row per
+2. has the engine tally the window's calls into the tool catalog (per tool: arguments, value
+   shapes, the tools called before it: :mod:`opslake.analysis.catalog`), folds them with the
+   analyzer's signatures and the registered schemas into the catalog it keeps, and reads the
+   tables and columns of the Glue catalog: together the run's vocabulary, what an entry may name;
+   has the engine tally the window's successes and ``/log`` records into groups (one row per
    group and list element, :mod:`opslake.analysis.playbooks.evidence_sql`: bounded by groups, not
    by ops), samples the window's failure groups beside successes of the same endpoint and task
    class (:mod:`opslake.analysis.playbooks.contrast_sql`), and reads the "avoid" diagnoses created in it;
@@ -23,7 +27,8 @@ One run (every 30 minutes, or a backfill):
 6. records every edit of an entry as a delta (:mod:`opslake.analysis.playbooks.deltas`, table
    ``playbook_deltas``), then commits the entries and the watermark with one conditional write
    (a crash before it redoes the window; merging the same evidence twice changes nothing);
-7. publishes the snapshot (one object, replaced whole) and exports the ``playbooks`` table;
+7. publishes the snapshot (one object, replaced whole), exports the ``playbooks`` table, and
+   publishes the catalog (``catalog/current.json``, table ``tool_catalog``);
 8. compacts closed hours of ``ops`` (its own journals make it safe to stop anywhere).
 """
 
@@ -34,6 +39,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from opslake.analysis.catalog.catalog_sql import catalog_window_sql, signatures_sql
+from opslake.analysis.catalog.fold import fold
+from opslake.analysis.catalog.known import Vocabulary
 from opslake.analysis.corrections import OutcomeRow, count_corrections
 from opslake.analysis.playbooks import (
     approve,
@@ -73,6 +81,7 @@ from opslake.lake import derived
 from opslake.lake.store import ObjectStore
 from opslake.llm.records import settle_llm_calls
 from opslake.models.analysis import Diagnosis
+from opslake.models.catalog import ToolCatalog
 from opslake.models.playbooks import EntryDraft, PlaybookEntry
 from opslake.models.window import Window
 from opslake.observability import logger, metrics
@@ -81,6 +90,7 @@ from opslake.query.sqltext import sql_string_list, timestamp_literal, window_pre
 from opslake.queue import OpsQueue
 
 if TYPE_CHECKING:
+    from opslake.jobs.catalog import CatalogStore
     from opslake.lake.compaction import Compactor
     from opslake.llm import LlmClient
 
@@ -129,6 +139,13 @@ class ConsolidatorRun(JobReport):
     deltas_written: int = 0
     llm_calls: int = 0
     compaction: dict[str, Any] | None = None
+    #: the tool catalog after the run: tools seen (known: enough independent reporters, or declared)
+    catalog_tools: int = 0
+    catalog_known_tools: int = 0
+    catalog_rows: int = 0  # rows the engine's catalog tally answered for the window
+    #: a part of the vocabulary that could not be read (Glue tables, registered schemas,
+    #: signatures): the run goes on with what it has and says so here
+    catalog_errors: list[str] = field(default_factory=list)
 
 
 #: Who counts when a query is given no trust levels: every key but opslake's own (the defaults).
@@ -234,12 +251,16 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         llm: LlmClient | None = None,
         ops_queue: OpsQueue | None = None,
         compactor: Compactor | None = None,
+        catalog: CatalogStore | None = None,
+        glue: Any | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         super().__init__(settings=settings, engine=engine, state=state, ops_queue=ops_queue, clock=clock)
         self.store = store
         self.llm = llm
         self.compactor = compactor
+        self.catalog = catalog  # registered schemas in, the published catalog out (None: neither)
+        self.glue = glue  # the tables and columns an entry may name (None: none)
         self.trust = ReporterTrust.from_settings(settings)
 
     def after_run(self, report: ConsolidatorRun) -> None:
@@ -262,11 +283,22 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
                 max_span=timedelta(hours=self.settings.consolidator_max_window_h),
             )
         entries = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
+        catalog = ToolCatalog.model_validate(lease.state.data.get("catalog") or {})
         if window is None:
             self.nothing_to_do(lease, report)
             self._publish(entries, now, report)
             return
         report.window = window.as_dict()
+        # the vocabulary first: the tool catalog learned from the traffic (a backfill re-reads a
+        # window already counted: it reads the catalog, it does not add to it) and the tables
+        catalog = self._catalog(catalog, window, now, report, count=backfill is None)
+        vocabulary = Vocabulary(
+            catalog=catalog,
+            tables={t: tuple(c) for t, c in self._tables(report).items()},
+            trust=self.trust,
+            min_reporters=self.settings.playbook_min_reporters,
+        )
+        report.catalog_tools, report.catalog_known_tools = len(catalog.tools), len(vocabulary.tools)
 
         at_least = self.settings.playbook_min_successes
         min_agents = self.settings.playbook_min_agents
@@ -295,7 +327,7 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             ),
             report,
         )
-        contrasts = contrast_groups(contrast_rows, trust=self.trust)
+        contrasts = contrast_groups(contrast_rows, trust=self.trust, vocabulary=vocabulary)
         groups = [
             *contrasts,
             *groups_from_tallies(
@@ -307,7 +339,9 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             ),
         ]
         report.candidates, report.contrast_candidates = len(groups), len(contrasts)
-        drafts = distill_groups(groups, self._ask_llm(), model=self.llm.config.model if self.llm else "llm")
+        drafts = distill_groups(
+            groups, self._ask_llm(), model=self.llm.config.model if self.llm else "llm", vocabulary=vocabulary
+        )
         report.distilled_by_model = drafts.distilled_by_model
         report.nothing_specific, report.superseded = drafts.nothing_specific, drafts.superseded
         merged = merge_candidates(
@@ -318,6 +352,8 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             min_agents=self.settings.playbook_min_agents,
             min_reporters=self.settings.playbook_min_reporters,
             trust=self.trust,
+            vocabulary=vocabulary,
+            free_text_min_reporters=self.settings.playbook_free_text_min_reporters,
         )
         report.entries_created, report.entries_updated = merged.created, merged.updated
         report.rejected = [f"{r.group_key}: {r.reason}" for r in merged.rejected]
@@ -353,6 +389,8 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             min_reporters=self.settings.playbook_min_reporters,
             approval_mode=self.settings.playbook_approval_mode,
             now=now,
+            vocabulary=vocabulary,
+            free_text_min_reporters=self.settings.playbook_free_text_min_reporters,
         )
         report.entries_published, report.entries_withheld = reviewed.published, reviewed.withheld
         report.entries_refused = [
@@ -403,17 +441,71 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         self.state.commit(
             lease,
             watermark=watermark if backfill else window.end,
-            data={"entries": [e.model_dump(mode="json") for e in recorded]},
+            data={
+                "entries": [e.model_dump(mode="json") for e in recorded],
+                "catalog": catalog.model_dump(mode="json", exclude_defaults=True),
+            },
         )
         self._publish(recorded, now, report)
+        if self.catalog is not None:
+            self.catalog.publish(vocabulary, now)
 
     def approve(self, entry_id: str, *, override_fence: bool = False) -> PlaybookEntry:
         """Publish a ``proposed`` entry; see :func:`approve_entry`."""
+        report = ConsolidatorRun()
         return approve_entry(
-            self.settings, self.store, self.state, entry_id, now=self.clock(), override_fence=override_fence
+            self.settings,
+            self.store,
+            self.state,
+            entry_id,
+            now=self.clock(),
+            override_fence=override_fence,
+            tables=self._tables(report),
         )
 
     # -- steps ---------------------------------------------------------------------------------
+    def _catalog(
+        self, catalog: ToolCatalog, window: Window, now: datetime, report: ConsolidatorRun, *, count: bool
+    ) -> ToolCatalog:
+        """The catalog with the window's calls (when ``count``), the analyzer's signatures and the
+        registered schemas folded in. The window's tally is a query like the others (its failure
+        fails the run, which is redone); signatures and schemas that cannot be read are reported
+        and the run goes on with the ones it knew."""
+        rows = self.query(catalog_window_sql(self.table, window, self.trust), report) if count else []
+        report.catalog_rows = len(rows)
+        signatures: list[dict[str, Any]] | None = None
+        try:
+            signatures = self.query(signatures_sql(), report)
+        except QueryFailedError as exc:
+            if "TABLE_NOT_FOUND" not in exc.message:  # no analyzer deployed: no templates to know
+                self._catalog_error(report, "signatures", exc)
+        declared = []
+        if self.catalog is not None:
+            try:
+                declared = self.catalog.declared()
+            except Exception as exc:  # S3 errors and a malformed object alike: reported, never silent
+                self._catalog_error(report, "registered schemas", exc)
+        return fold(catalog, rows, now=now, signatures=signatures, declared=declared)
+
+    def _tables(self, report: ConsolidatorRun) -> dict[str, list[str]]:
+        """The Glue catalog's tables and columns (what an entry may name of opslake's own data)."""
+        if self.glue is None:
+            return {}
+        from opslake.jobs.catalog import read_tables
+
+        try:
+            return read_tables(self.glue, self.settings.glue_database)
+        except Exception as exc:  # botocore's ClientError and the like: reported, the run goes on
+            self._catalog_error(report, "Glue tables", exc)
+            return {}
+
+    @staticmethod
+    def _catalog_error(report: ConsolidatorRun, what: str, exc: Exception) -> None:
+        message = f"{what}: {type(exc).__name__}: {exc}"[:500]
+        report.catalog_errors.append(message)
+        logger.warning("part of the vocabulary could not be read; the run goes on without it", error=message)
+        metrics.add_metric(name="CatalogReadErrors", unit="Count", value=1)
+
     def _diagnoses(self, window: Window, report: ConsolidatorRun) -> list[dict[str, Any]]:
         try:
             return self.query(diagnoses_sql(window), report)
@@ -505,10 +597,13 @@ def approve_entry(
     *,
     now: datetime,
     override_fence: bool = False,
+    tables: Mapping[str, Sequence[str]] | None = None,
 ) -> PlaybookEntry:
     """Publish a ``proposed`` entry (approval mode, or too few independent reporters) and the new
     snapshot; it stays served whatever its evidence (``approved_at``) until retired. It takes the
     consolidator's lease like a run, so an approval and a run never overwrite each other.
+    The fence judges the entry with the vocabulary of the last run: the catalog it keeps, and
+    ``tables`` (the Glue catalog's tables and columns, as the CLI read them).
     An entry the lesson fence refuses needs ``override_fence`` (recorded on it as
     ``fence_override_reason``). Raises :class:`EntryNotFoundError`, ``ValueError`` (a retired
     entry, or a fence-refused one without ``override_fence``) or :class:`LeaseLostError` (a run
@@ -518,9 +613,12 @@ def approve_entry(
         store,
         state,
         entry_id,
-        lambda es: approve(es, entry_id, now, override_fence=override_fence),
+        lambda es, vocabulary: approve(
+            es, entry_id, now, override_fence=override_fence, vocabulary=vocabulary
+        ),
         now,
         reason="approve",
+        tables=tables,
     )
 
 
@@ -531,7 +629,13 @@ def retire_entry(
     lesson fence refuses, which runs report but keep serving); under the lease like
     :func:`approve_entry`. Raises :class:`EntryNotFoundError` or :class:`LeaseLostError`."""
     return _change_entry(
-        settings, store, state, entry_id, lambda es: _operator_retire(es, entry_id, now), now, reason="retire"
+        settings,
+        store,
+        state,
+        entry_id,
+        lambda es, _: _operator_retire(es, entry_id, now),
+        now,
+        reason="retire",
     )
 
 
@@ -551,10 +655,11 @@ def _change_entry(
     store: ObjectStore,
     state: StateStore,
     entry_id: str,
-    change: Callable[[list[PlaybookEntry]], list[PlaybookEntry]],
+    change: Callable[[list[PlaybookEntry], Vocabulary], list[PlaybookEntry]],
     now: datetime,
     *,
     reason: str,
+    tables: Mapping[str, Sequence[str]] | None = None,
 ) -> PlaybookEntry:
     """An operator's change to the entries: under the consolidator's lease (a run and the change
     never overwrite each other), recorded as deltas (one object each), committed, then published."""
@@ -563,7 +668,13 @@ def _change_entry(
         raise LeaseLostError("a consolidator run holds the lease: try again in a minute")
     try:
         before = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
-        entries, deltas = diff(before, change(before), by="operator", reason=reason, at=now)
+        vocabulary = Vocabulary(
+            catalog=ToolCatalog.model_validate(lease.state.data.get("catalog") or {}),
+            tables={t: tuple(c) for t, c in (tables or {}).items()},
+            trust=ReporterTrust.from_settings(settings),
+            min_reporters=settings.playbook_min_reporters,
+        )
+        entries, deltas = diff(before, change(before, vocabulary), by="operator", reason=reason, at=now)
         for delta in deltas:
             write_deltas(store, derived.delta_key(delta.delta_id), [delta])
         state.commit(
@@ -587,10 +698,12 @@ def read_entries(state: StateStore) -> list[PlaybookEntry]:
 def build_consolidator(settings: Settings) -> Consolidator:
     """A consolidator wired to this process's AWS clients."""
     from opslake import runtime
+    from opslake.jobs.catalog import CatalogStore
     from opslake.lake.compaction import Compactor
     from opslake.lake.store import S3ObjectStore
 
     parts = wire(settings, state_key=settings.consolidator_state_key, lease_s=settings.consolidator_lease_s)
+    glue = runtime.client("glue")
     return Consolidator(
         settings=settings,
         engine=parts.engine,
@@ -598,5 +711,7 @@ def build_consolidator(settings: Settings) -> Consolidator:
         state=parts.state,
         llm=parts.llm,
         ops_queue=parts.ops_queue,
-        compactor=Compactor.from_settings(settings, parts.s3, runtime.client("glue")),
+        compactor=Compactor.from_settings(settings, parts.s3, glue),
+        catalog=CatalogStore(parts.s3, settings.lake_bucket),
+        glue=glue,
     )

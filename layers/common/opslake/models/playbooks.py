@@ -39,7 +39,11 @@ ExperimentStage = Literal["new", "graduated"]
 Verdict = Literal["helpful", "harmful", "no_effect", "undecided", "insufficient"]
 RetiredReason = Literal["harmful", "no_effect", "operator", "merged"]
 #: What a contrast of failures with successes found to differ (:mod:`opslake.analysis.playbooks.contrast`).
-FixKind = Literal["column", "fields", "id_format", "id_source", "aggregate", "json_body", "prompt_bound"]
+FixKind = Literal[
+    "value_shape", "missing_argument", "extra_argument", "preceding_call", "recovery", "error_rule",
+    "column", "aggregate", "json_body", "prompt_bound",
+    "fields", "id_format", "id_source",  # before the catalog: missing_argument, value_shape, preceding_call now
+]  # fmt: skip
 Arm = Literal["treatment", "holdout"]
 HOLDOUT_SALT = "opslake-holdout-v1"
 HOLDOUT_NEW = 0.5
@@ -146,8 +150,10 @@ class PlaybookEntry(BaseModel):
     fix_kind: FixKind | None = None
     fix_names: Annotated[list[Id], Field(max_length=MAX_FIX_NAMES)] = Field(
         default_factory=list,
-        description="the concrete names of a contrast fix (table, column, fields, id pattern)",
+        description="the concrete names of a contrast fix (argument, form, preceding tool, table, column)",
     )
+    fix_failures: Count | None = Field(default=None, description="the failing calls the contrast found")
+    fix_successes: Count | None = Field(default=None, description="the successful calls that back its fix")
     revision: Count = Field(default=0, description="edits recorded as deltas (table playbook_deltas)")
     # holdout experiment (analysis/playbooks/experiment.py): treatment vs holdout over the lookback
     experiment_stage: ExperimentStage = "new"
@@ -220,7 +226,8 @@ class PlaybookEntry(BaseModel):
 _SERVED_FIELDS = {
     "entry_id", "trigger", "action", "kind", "confidence", "domain", "scope", "endpoint", "task_class",
     "signature_id", "source", "distilled_by", "evidence_agent_count", "evidence_reporter_count", "status",
-    "created_at", "updated_at", "published_at", "instead_of", "fix_kind", "experiment_stage", "helpful_count",
+    "created_at", "updated_at", "published_at", "instead_of", "fix_kind", "fix_names", "fix_failures",
+    "fix_successes", "experiment_stage", "helpful_count",
     "harmful_count", "treatment_rate", "holdout_rate", "effect", "effect_low", "effect_high",
 }  # fmt: skip
 

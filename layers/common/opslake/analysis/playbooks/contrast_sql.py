@@ -9,8 +9,10 @@ each and :data:`SUCCESSES_PER_CLASS` successes per (endpoint, task class) among 
 A failure the runtime reported about a tool's answer (``result_truncated``: its input is the
 question the agent was answering, not a request) carries ``linked_input``: the input of the latest
 gateway op on the same endpoint, key and session at or before it, i.e. the call the runtime judged.
-Every sampled op carries ``earlier_ok``: the calls ("METHOD endpoint") that answered the same key's
-session successfully before it (where the ids an agent used came from).
+Every sampled op carries ``earlier_ok``: the other calls that answered the same key's session
+successfully before it ("METHOD /route" for a gateway or MCP call, else the endpoint: where the ids
+an agent used came from, what it looked up first), and a sampled failure ``next_ok_input``: the input
+of the next successful call of the same endpoint in that session (how the agent recovered).
 """
 
 from __future__ import annotations
@@ -77,15 +79,17 @@ def contrast_samples_sql(
 
     Columns: side, endpoint, task_class, signature_id, failures, op_id, ts, agent_id, reporter_id,
     session_id, source, error_type, error (first 500 characters), input_summary (first 2000),
-    linked_input, linked_op_id, earlier_ok (comma-separated "METHOD endpoint"), input_tokens.
+    linked_input, linked_op_id, earlier_ok (comma-separated "METHOD endpoint" or endpoint), input_tokens,
+    next_ok_input.
     """
     calls = f"""{window_predicate(window)} AND {trust.sql_predicate("reporter_id")}
     AND endpoint NOT IN ({sql_string_list(IGNORED_ENDPOINTS)})"""
     return f"""WITH base AS (
-  SELECT op_id, ts, agent_id, reporter_id, session_id, endpoint, coalesce(task_class, '') AS task_class, success,
+  SELECT op_id, ts, agent_id, reporter_id, coalesce(session_id, trace_id) AS session_id, endpoint,
+         coalesce(task_class, '') AS task_class, success,
          source, coalesce(event_kind, '') AS event_kind, error_type, substr(error, 1, {MAX_ERROR_CHARS}) AS error,
          substr(input_summary, 1, {MAX_INPUT_CHARS}) AS input_summary, coalesce(output_summary, '') AS output_summary,
-         element_at(attributes, '{INPUT_TOKENS_ATTRIBUTE}') AS input_tokens
+         element_at(attributes, '{INPUT_TOKENS_ATTRIBUTE}') AS input_tokens, {calls_only()} AS is_call
   FROM {table}
   WHERE {calls} AND coalesce(source, '') <> 'overseer_correction'
 ), f AS (
@@ -127,19 +131,25 @@ def contrast_samples_sql(
   FROM ss WHERE pick <= {SUCCESSES_PER_CLASS}
 ), history AS (
   SELECT s.side, s.op_id, s.reporter_id,
-         max_by(g.input_summary, ROW(g.ts, g.op_id)) FILTER (WHERE g.endpoint = s.endpoint) AS linked_input,
-         max_by(g.op_id, ROW(g.ts, g.op_id)) FILTER (WHERE g.endpoint = s.endpoint) AS linked_op_id,
-         array_join(array_sort(array_agg(DISTINCT split_part(g.input_summary, ' ', 1) || ' ' || g.endpoint)
-           FILTER (WHERE g.success AND g.ts < s.ts)), ',') AS earlier_ok
+         max_by(g.input_summary, ROW(g.ts, g.op_id))
+           FILTER (WHERE g.endpoint = s.endpoint AND g.source = 'gateway' AND g.ts <= s.ts) AS linked_input,
+         max_by(g.op_id, ROW(g.ts, g.op_id))
+           FILTER (WHERE g.endpoint = s.endpoint AND g.source = 'gateway' AND g.ts <= s.ts) AS linked_op_id,
+         array_join(array_sort(array_agg(DISTINCT
+             CASE WHEN g.source IN ('gateway', 'mcp') THEN split_part(g.input_summary, ' ', 1) || ' ' END
+             || g.endpoint)
+           FILTER (WHERE g.success AND g.ts < s.ts AND g.endpoint <> s.endpoint AND g.is_call)), ',') AS earlier_ok,
+         min_by(g.input_summary, ROW(g.ts, g.op_id))
+           FILTER (WHERE g.success AND g.ts > s.ts AND g.endpoint = s.endpoint AND g.is_call) AS next_ok_input
   FROM sampled s JOIN base g
-    ON g.reporter_id = s.reporter_id AND g.session_id = s.session_id AND g.source = 'gateway'
-       AND g.ts <= s.ts AND g.op_id <> s.op_id
+    ON g.reporter_id = s.reporter_id AND g.session_id = s.session_id AND g.op_id <> s.op_id
   GROUP BY s.side, s.op_id, s.reporter_id
 )
 SELECT s.side, s.endpoint, nullif(s.task_class, '') AS task_class, s.signature_id, s.failures, s.op_id, s.ts,
        s.agent_id, s.reporter_id, s.session_id, s.source, s.error_type, s.error, s.input_summary,
        CASE WHEN s.side = 'failure' AND s.source <> 'gateway' THEN h.linked_input END AS linked_input,
        CASE WHEN s.side = 'failure' AND s.source <> 'gateway' THEN h.linked_op_id END AS linked_op_id,
-       coalesce(h.earlier_ok, '') AS earlier_ok, s.input_tokens
+       coalesce(h.earlier_ok, '') AS earlier_ok, s.input_tokens,
+       CASE WHEN s.side = 'failure' THEN h.next_ok_input END AS next_ok_input
 FROM sampled s LEFT JOIN history h ON h.side = s.side AND h.op_id = s.op_id AND h.reporter_id = s.reporter_id
 ORDER BY s.endpoint, s.task_class, s.side, s.signature_id, s.ts DESC, s.op_id"""

@@ -36,7 +36,8 @@ TALLIES = frozenset({
     "treatment_failures", "holdout_ops", "holdout_failures", "treatment_sig_failures",
     "holdout_sig_failures", "treatment_rate", "treatment_rate_low", "treatment_rate_high", "holdout_rate",
     "holdout_rate_low", "holdout_rate_high", "effect", "effect_low", "effect_high", "design_effect",
-    "followed_treatment", "followed_holdout", "counted_correction_ids", "correction_reporters",
+    "followed_treatment", "followed_holdout", "counted_correction_ids", "correction_reporters", "fix_failures",
+    "fix_successes",
 })  # fmt: skip
 
 

@@ -164,6 +164,8 @@ class CandidateGroup:
     instead_of: str | None = None
     fix_action: str | None = None  # the canonical "do" text of the fix
     fix_when: str | None = None  # when the fix applies (the entry's trigger)
+    fix_failures: int | None = None  # the failing calls behind a contrast's fix
+    fix_successes: int | None = None  # the successful calls (or recovered sessions) that back it
 
 
 # ---- call shapes --------------------------------------------------------------------------------

@@ -8,11 +8,31 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from opslake.analysis.fence import default_known, label_refusal, lesson_refusal, served_fields_refusal
+from opslake.analysis.catalog.known import Vocabulary
+from opslake.analysis.fence import label_refusal, lesson_refusal, served_fields_refusal
 from opslake.analysis.playbooks.quality import quality_refusal
 from opslake.analysis.reporters import ReporterTrust
-from opslake.models.playbooks import PlaybookEntry, PlaybookSnapshot
+from opslake.models.playbooks import EntrySource, PlaybookEntry, PlaybookSnapshot
 from opslake.observability import logger
+
+#: Sources whose served text an agent wrote (a /log report's operation and approach, or a model's
+#: rewording of them): never published on evidence alone unless a deployment opts in.
+AGENT_WRITTEN: frozenset[str] = frozenset({"log"})
+FREE_TEXT_HELD = "agent-written text: waits for an operator's approval"
+
+
+def publishable(
+    source: EntrySource | str | None, reporters: int, min_reporters: int, free_text_min: int
+) -> bool:
+    """Whether evidence from ``reporters`` independent reporters publishes an entry of ``source``
+    without an operator: entries opslake composes (contrasts, quoted rules, call shapes,
+    diagnoses) need ``min_reporters``; text an agent wrote (:data:`AGENT_WRITTEN`) is held
+    unless ``free_text_min`` > 0 (``OPSLAKE_PLAYBOOK_FREE_TEXT_MIN_REPORTERS``), and then needs
+    that many reporters and ``min_reporters`` both. Pattern checks on free text keep losing to
+    colluding keys; a person reads it first."""
+    if source in AGENT_WRITTEN:
+        return free_text_min > 0 and reporters >= max(free_text_min, min_reporters)
+    return reporters >= min_reporters
 
 
 class EntryNotFoundError(KeyError):
@@ -33,7 +53,7 @@ class Review:
     approved_refused: list[str] = field(default_factory=list)
 
 
-def fence_refusal(entry: PlaybookEntry) -> str | None:
+def fence_refusal(entry: PlaybookEntry, vocabulary: Vocabulary | None = None) -> str | None:
     """Why the lesson fence or the quality gate refuses ``entry``'s served text as it is stored (its
     endpoint and task class, trigger, action and instead-of), else ``None``. Run whenever an entry
     may become or stay active: entries stored before a fence or gate (or before this version of
@@ -45,7 +65,8 @@ def fence_refusal(entry: PlaybookEntry) -> str | None:
         reason = label_refusal(entry.task_class) if entry.task_class is not None else None
     if reason:
         return reason
-    known = default_known()
+    vocabulary = vocabulary or Vocabulary()
+    known = vocabulary.known_names
     if endpoint is not None:
         parts = [p for p in re.split(r"[/:]", endpoint) if p and not p.startswith("{")]
         known = known.extended([endpoint], parts)
@@ -57,7 +78,9 @@ def fence_refusal(entry: PlaybookEntry) -> str | None:
         reason = lesson_refusal(text, known) if text is not None else None
         if reason:
             return f"{name}: {reason}"
-    return quality_refusal(entry.trigger, entry.action, entry.instead_of, endpoint, entry.task_class)
+    return quality_refusal(
+        entry.trigger, entry.action, entry.instead_of, endpoint, entry.task_class, vocabulary=vocabulary
+    )
 
 
 def review(
@@ -67,6 +90,8 @@ def review(
     min_reporters: int,
     approval_mode: bool,
     now: datetime,
+    vocabulary: Vocabulary | None = None,
+    free_text_min_reporters: int = 0,
 ) -> Review:
     """Recount every entry's independent reporters under the trust levels as they are now, and
     apply the one rule of what is served: an entry is ``active`` when an operator approved it, or
@@ -95,12 +120,12 @@ def review(
         update: dict[str, object] = {}
         if count != entry.evidence_reporter_count:
             update["evidence_reporter_count"] = count
-        refusal = fence_refusal(entry)
+        refusal = fence_refusal(entry, vocabulary)
         if refusal:
             out.refused.append(f"{entry.entry_id}: {refusal}")
             if entry.approved_at is not None:
                 out.approved_refused.append(f"{entry.entry_id}: {refusal}")
-        vouched = count >= min_reporters and not refusal
+        vouched = publishable(entry.source, count, min_reporters, free_text_min_reporters) and not refusal
         if entry.approved_at is not None:
             if entry.status != "active":
                 update.update(status="active", published_at=now, updated_at=now)
@@ -123,7 +148,12 @@ def review(
 
 
 def approve(
-    entries: Sequence[PlaybookEntry], entry_id: str, now: datetime, *, override_fence: bool = False
+    entries: Sequence[PlaybookEntry],
+    entry_id: str,
+    now: datetime,
+    *,
+    override_fence: bool = False,
+    vocabulary: Vocabulary | None = None,
 ) -> list[PlaybookEntry]:
     """Publish a proposed entry (``opslake playbooks approve ID``): it is then served whatever its
     evidence (``approved_at``), until its holdout experiment (harmful, no effect) or an
@@ -141,7 +171,7 @@ def approve(
             found = True
             if entry.status == "retired":
                 raise ValueError(f"playbook entry {entry_id} is retired and cannot be approved")
-            refusal = fence_refusal(entry)
+            refusal = fence_refusal(entry, vocabulary)
             if refusal and not override_fence:
                 raise ValueError(
                     f"playbook entry {entry_id} is refused by the lesson fence: {refusal} "

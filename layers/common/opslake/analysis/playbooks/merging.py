@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from opslake.analysis.catalog.known import Vocabulary
 from opslake.analysis.fence import (
     ELLIPSIS,
     compatible,
@@ -23,7 +24,7 @@ from opslake.analysis.fence import (
     served_fields_refusal,
 )
 from opslake.analysis.playbooks.drafting import DistilledCandidate, known_for
-from opslake.analysis.playbooks.grouping import lesson_key
+from opslake.analysis.playbooks.grouping import CandidateGroup, lesson_key
 from opslake.analysis.playbooks.quality import quality_refusal
 from opslake.analysis.reporters import ReporterTrust, cap_witnesses
 from opslake.models.playbooks import MAX_DRAFT_EXCERPTS, MAX_EVIDENCE, MAX_TRACKED_AGENTS, PlaybookEntry
@@ -130,6 +131,17 @@ def _evidence_added(
     }
 
 
+def _fix_counts(entry: PlaybookEntry, group: CandidateGroup) -> dict[str, object]:
+    """A contrast's counts as the latest window found them (the largest seen, so a quiet window
+    does not make the fix look thinner than it was)."""
+    if group.fix_failures is None:
+        return {}
+    return {
+        "fix_failures": max(entry.fix_failures or 0, group.fix_failures),
+        "fix_successes": max(entry.fix_successes or 0, group.fix_successes or 0),
+    }
+
+
 def supporting_reporters(candidate: DistilledCandidate) -> tuple[str, ...]:
     """The reporters who vouch for the text ``candidate`` would serve: for a ``/log`` group whose
     action is one of its approaches (as the fence served it, perhaps cut), that approach's
@@ -164,7 +176,9 @@ def ever_served(entry: PlaybookEntry) -> bool:
     )
 
 
-def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str | None:
+def rejection_reason(
+    candidate: DistilledCandidate, *, min_agents: int, vocabulary: Vocabulary | None = None
+) -> str | None:
     """Why a distilled candidate must never become (or update) an entry."""
     group, draft = candidate.group, candidate.draft
     if group.agent_count < min_agents:
@@ -172,7 +186,7 @@ def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str |
     reason = served_fields_refusal(group.endpoint, group.task_class)  # claims served as fields
     if reason:
         return reason
-    known = known_for(group)  # the group's own endpoint is a validated part
+    known = known_for(group, vocabulary)  # the group's own endpoint is a validated part
     for name, text in (
         ("trigger", draft.trigger),
         ("action", draft.action),
@@ -186,7 +200,9 @@ def rejection_reason(candidate: DistilledCandidate, *, min_agents: int) -> str |
         if reason:
             return f"evidence: {reason}"
     # safe, but is it advice? (heuristic and model text alike; reasons start with "quality: ")
-    return quality_refusal(draft.trigger, draft.action, draft.instead_of, group.endpoint, group.task_class)
+    return quality_refusal(
+        draft.trigger, draft.action, draft.instead_of, group.endpoint, group.task_class, vocabulary=vocabulary
+    )
 
 
 def merge_candidates(
@@ -198,6 +214,8 @@ def merge_candidates(
     min_agents: int = 2,
     min_reporters: int = 2,
     trust: ReporterTrust | None = None,
+    vocabulary: Vocabulary | None = None,
+    free_text_min_reporters: int = 0,
 ) -> MergeResult:
     """Fold distilled candidates into the entries.
 
@@ -208,14 +226,18 @@ def merge_candidates(
     :func:`~.lifecycle.review`'s call. A retired entry is never revived. Otherwise a new entry is
     made: ``active`` (``published_at`` = now) when at least ``min_reporters`` independent reporters
     vouch for its evidence (``trust``), else ``proposed`` until approved; always ``proposed`` in
-    approval mode. Poisoned candidates are refused and reported in ``rejected``.
+    approval mode. Text an agent wrote (a ``/log`` group's) is ``proposed`` unless
+    ``free_text_min_reporters`` opts in (:func:`~.lifecycle.publishable`). Poisoned candidates are
+    refused and reported in ``rejected``.
     """
+    from opslake.analysis.playbooks.lifecycle import publishable
+
     trust = trust or ReporterTrust()
     entries = {e.entry_id: e for e in existing}
     result = MergeResult(entries=[])
     for candidate in sorted(drafts, key=lambda c: c.group.group_key):
         group, draft = candidate.group, candidate.draft
-        reason = rejection_reason(candidate, min_agents=min_agents)
+        reason = rejection_reason(candidate, min_agents=min_agents, vocabulary=vocabulary)
         if reason:
             result.rejected.append(Rejection(group.group_key, reason))
             continue
@@ -261,6 +283,7 @@ def merge_candidates(
                     ),
                     "confidence": round(min(1.0, max(0.0, confidence + MERGE_BOOST)), 3),
                     "updated_at": now,
+                    **_fix_counts(duplicate, group),
                     **text,
                 }
             )
@@ -269,7 +292,7 @@ def merge_candidates(
             continue
         entry_id = entry_id_for(group.group_key)
         reporters = list(supporting_reporters(candidate)[-MAX_TRACKED_AGENTS:])
-        vouched = trust.count(reporters) >= min_reporters
+        vouched = publishable(group.source, trust.count(reporters), min_reporters, free_text_min_reporters)
         status: Literal["proposed", "active"] = "active" if vouched and not approval_mode else "proposed"
         entries[entry_id] = PlaybookEntry(
             entry_id=entry_id, trigger=draft.trigger, action=draft.action, kind=draft.kind,
@@ -281,6 +304,7 @@ def merge_candidates(
             evidence_reporters=reporters, evidence_reporter_count=trust.count(reporters), status=status,
             created_at=now, updated_at=now, published_at=now if status == "active" else None,
             instead_of=draft.instead_of, fix_kind=group.fix_kind, fix_names=list(group.fix_names),
+            fix_failures=group.fix_failures, fix_successes=group.fix_successes,
         )  # fmt: skip
         result.created.append(entry_id)
     result.entries = sorted(entries.values(), key=lambda e: e.entry_id)

@@ -9,13 +9,16 @@ casefolded, look-alike letters read as the ASCII they imitate), so case and Unic
   values, such as ``workers`` in ``/tables/workers``, stay), HTTP methods, placeholders, filler
   ("call", "use", "as other agents did" …) and phrases that say nothing ("read the error"), no word is
   left: "Call GET /worker/{id} as other agents did", "Use /sql";
-- **R2 nothing actionable**: the action names no specific: a catalog table or column or a request
-  field (an English word among them — role, city — only beside a word saying what it is: field, column,
-  body …, or beside another such name: "role, city and state"), a route other than the entry's
-  endpoint or a route's concrete value, an id form or pattern,
-  a number with a unit, an SQL aggregate or clause, or a JSON encoder;
+- **R2 nothing actionable**: the action names no catalog item (the vocabulary read at run time:
+  :class:`~opslake.analysis.catalog.known.Vocabulary`): a table, column or tool argument (an English
+  word among them — role, city — only beside a word saying what it is: field, column, argument …,
+  beside another such name: "role, city and state", or beside one of its values or forms), a value
+  of an enum argument beside its argument, a form (an id form or pattern), a tool or route other
+  than the entry's endpoint or a route's concrete value, a quoted error template of the tool, a
+  number with a unit, an SQL aggregate or clause, or a JSON encoder;
 - **R3 one instance**: the trigger, action or instead-of still holds a value of one instance
-  (:func:`~.generalize.instance_values`: a worker id, a city, a request's literal).
+  (:func:`~.generalize.instance_values`: an id, a word value the catalog saw an argument take among
+  many, a request's literal).
 
 The consolidator generalizes first (:func:`~.generalize.generalize`) and gates the generalized text:
 what generalization wrote counts for nothing, so an entry that was only its instance is refused by
@@ -26,18 +29,17 @@ from __future__ import annotations
 
 import re
 
+from opslake.analysis.catalog.known import Vocabulary
 from opslake.analysis.fence import (
-    GATEWAY_ROUTES,
     HTTP_METHODS,
     MAX_CHECKED_CHARS,
     PLACEHOLDERS,
     KnownNames,
     compatible,
-    default_known,
     english_words,
     skeleton,
 )
-from opslake.analysis.playbooks.generalize import GENERALIZED_FORMS, instance_values
+from opslake.analysis.playbooks.generalize import GENERALIZED_FORMS, PLACEHOLDER, instance_values
 
 QUALITY = "quality: "
 #: The labels a refusal's reason starts with after :data:`QUALITY` (:func:`quality_label`).
@@ -82,13 +84,12 @@ _SQL_CLAUSE = re.compile(r"\b(?:WHERE|LIMIT|GROUP BY|ORDER BY|HAVING|JOIN|DISTIN
 _JSON_ENCODER = re.compile(r"\bjson\s+encoder\b|\bjson\.dumps\b|\bJSON\.stringify\b", re.I)
 # a placeholder right after a "/" is a route parameter (/worker/{id}), not what generalization wrote
 _GENERALIZED = re.compile(
-    "|".join(
-        ("(?<!/)" if p.startswith("{") else "") + re.escape(skeleton(p))
-        for p in sorted(GENERALIZED_FORMS, key=len, reverse=True)
-    )
+    "|".join(re.escape(skeleton(p)) for p in sorted(GENERALIZED_FORMS, key=len, reverse=True))
+    + "|(?<!/)"
+    + PLACEHOLDER.pattern.replace("A-Z", "")
 )
 _JSON_KEY = re.compile(r"\"([a-z_][a-z0-9_]{0,40})\"\s*:")
-_ROUTE_SEGMENTS = frozenset(part for r in GATEWAY_ROUTES for part in r.strip("/").split("/") if part)
+_QUOTE = re.compile(r"'([^'\n]{4,200})'")
 
 
 def quality_refusal(
@@ -98,17 +99,20 @@ def quality_refusal(
     endpoint: str | None,
     task_class: str | None,
     *,
-    known: KnownNames | None = None,
+    vocabulary: Vocabulary | None = None,
 ) -> str | None:
     """Why an entry (its trigger, action, instead-of, for this endpoint and task class) says nothing
     a reader can act on, else ``None``. The reason starts with ``"quality: "``; rules in the module doc.
-    ``known``: the validated names (default: the fence's catalog, fields, routes and error codes)."""
+    ``vocabulary``: the catalog and tables read at run time (default: none, only opslake's fixed names)."""
     del task_class  # a task class is a label, never advice; kept for the contract's shape
     if not action or not action.strip():
         return QUALITY + EMPTY
     if max(len(trigger), len(action), len(instead_of or "")) > MAX_CHECKED_CHARS:
         return QUALITY + f"{TOO_LONG}: longer than {MAX_CHECKED_CHARS} characters"
-    names = known or default_known()
+    vocabulary = vocabulary or Vocabulary()
+    names = vocabulary.known_names
+    if endpoint and endpoint not in names.routes:
+        names = names.extended([endpoint])
     own = skeleton(endpoint).strip() if endpoint else None
     form = _without_generalized(skeleton(action))
     content, routes, values = _content(form, own, names)
@@ -116,14 +120,14 @@ def quality_refusal(
         if own and (own in routes or not routes):
             return QUALITY + f"{RESTATES}: the action only restates its endpoint ({endpoint})"
         return QUALITY + f"{NOTHING_ACTIONABLE}: the action only names a call, nothing to do differently"
-    if not _names_a_specific(action, content, routes, values, own, names):
+    if not _names_a_specific(action, content, routes, values, own, names, vocabulary, endpoint):
         return (
             QUALITY
-            + f"{NOTHING_ACTIONABLE}: the action names no column, table, field, route, id form, limit "
-            "or SQL clause"
+            + f"{NOTHING_ACTIONABLE}: the action names no tool, argument, form, column, table, route, "
+            "error rule, limit or SQL clause"
         )
     for label, text in (("trigger", trigger), ("action", action), ("instead of", instead_of or "")):
-        found = instance_values(text) if text else []
+        found = instance_values(text, vocabulary.instances, vocabulary.fields) if text else []
         if found:
             return QUALITY + f"{ONE_INSTANCE}: the {label} holds {found[0].kind} {found[0].value!r}"
     return None
@@ -151,12 +155,14 @@ def _content(form: str, own: str | None, names: KnownNames) -> tuple[list[str], 
     values: list[str] = []
     words_in_paths: list[str] = []
 
+    segments = frozenset(part for r in names.routes for part in r.strip("/").split("/") if part)
+
     def route(match: re.Match[str]) -> str:
         path = match[0].rstrip(".,;:)")
         routes.append(path)
         own_parts = set(own.strip("/").split("/")) if own else set()
         for part in path.strip("/").split("/"):
-            if part and not part.startswith("{") and part not in _ROUTE_SEGMENTS and part not in own_parts:
+            if part and not part.startswith("{") and part not in segments and part not in own_parts:
                 # a concrete value of a validated route (workers in /tables/workers), else a word
                 (values if names.names_route(path) else words_in_paths).append(part)
         return " "
@@ -179,10 +185,19 @@ def _content(form: str, own: str | None, names: KnownNames) -> tuple[list[str], 
 
 
 def _names_a_specific(
-    action: str, content: list[str], routes: list[str], values: list[str], own: str | None, names: KnownNames
+    action: str,
+    content: list[str],
+    routes: list[str],
+    values: list[str],
+    own: str | None,
+    names: KnownNames,
+    vocabulary: Vocabulary,
+    endpoint: str | None,
 ) -> bool:
     """Whether the action names something a reader can use (R2 in the module doc)."""
     if values:
+        return True
+    if endpoint and _names_catalog_item(action, content, vocabulary, endpoint):
         return True
     other_routes = [r for r in routes if r != own and names.names_route(r) and not _same_route(r, own)]
     if other_routes:
@@ -195,12 +210,12 @@ def _names_a_specific(
         return True
     if any(names.knows(key) and key not in PLACEHOLDERS for key in _JSON_KEY.findall(spoken)):
         return True  # a request's field shown as a JSON key
-    vocabulary = english_words()
+    english = english_words()
     context = any(w in _NAME_CONTEXT for w in content)
     named = {w for w in content if w not in _NAME_CONTEXT and w not in PLACEHOLDERS and names.knows(w)}
     if len(named) >= 2:
         return True  # a list of names ("role, city and state") says what to send, context or not
-    return any(context or word not in vocabulary for word in named)
+    return any(context or word not in english for word in named)
 
 
 def _same_route(path: str, own: str | None) -> bool:
@@ -208,3 +223,23 @@ def _same_route(path: str, own: str | None) -> bool:
     if not own or not own.startswith("/"):
         return False
     return KnownNames.of([own]).names_route(path)
+
+
+def _names_catalog_item(action: str, content: list[str], vocabulary: Vocabulary, endpoint: str) -> bool:
+    """Whether the action names an item the catalog knows of the entry's tool: one of its arguments
+    beside one of that argument's values or forms, one of its forms as said (``W + 5 digits``,
+    ``W[0-9]{5}``), or a quote of one of its error templates."""
+    lowered = compatible(action).lower()
+    arguments = {a.name.lower(): a for a in vocabulary.arguments(endpoint)}
+    said = set(content)
+    for name, argument in arguments.items():
+        if name not in said:
+            continue
+        shapes = {s.shape.lower() for s in argument.shapes} | {v.lower() for v in argument.enum}
+        if said & (shapes - {name}):
+            return True
+    if any(form in lowered for form in vocabulary.form_texts):
+        return True
+    quoted = [q.rstrip("…").strip() for q in _QUOTE.findall(compatible(action))]
+    templates = [t.split(" | ", 2)[-1] for t in vocabulary.templates.get(endpoint, [])]
+    return any(len(q) >= 12 and any(t.startswith(q) for t in templates) for q in quoted)
