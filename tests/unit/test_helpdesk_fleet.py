@@ -117,9 +117,10 @@ def test_each_planted_mistake_fails_at_its_tool_with_its_rule(
     _, stats, _, _ = every_mistake
     failed = [c for s in stats for c in s.calls if c.status >= 400]
     causes = {(c.mode, c.route) for c in failed}
-    # both date mistakes go into one call, whose form is checked first: weekend_visit shows only
-    # when the other is not rolled (see the next test); the same for priority_case and guessed_ticket_id
-    for mode in set(MODES) - {"weekend_visit", "priority_case", "guessed_ticket_id"}:
+    # with every mistake rolled some never show: both date mistakes go into one call, whose form is
+    # checked first; a missing category is reported before the priority's case; an agent that
+    # guessed a ticket id never saw the ticket, so it names no assignee (each shows alone, below)
+    for mode in set(MODES) - {"weekend_visit", "priority_case", "assignee_argument"}:
         assert (mode, f"tool:{MODES[mode].tool}") in causes, mode
     assert {c.mode for c in failed} <= set(MODES) | set(NOISE)
     assert all(c.op_id and c.method == "TOOL" for c in failed)

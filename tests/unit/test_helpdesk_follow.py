@@ -116,6 +116,26 @@ FIX_TABLE = [
            "Friday only'", SCHEDULE), VISIT, {"weekend_visit"}),
     (entry("tool:schedule_visit refuses dates: check the date", SCHEDULE), VISIT, set()),
     (entry("cannot book a visit on Saturday", SCHEDULE), VISIT, set()),
+    # the generic contrasts' canonical phrasings as they first came out of the demo's lake
+    (entry("Send customer_id of the form CUS- + 6 digits (CUS-[0-9]{6})", GET, instead_of="customer_id like 999999"),
+     OPEN, {"customer_id_form"}),
+    (entry("Send priority as one of low, normal or urgent", CREATE, instead_of="priority like Urgent"), OPEN,
+     {"priority_case"}),
+    (entry("Send category in the tool:create_ticket arguments", CREATE,
+           instead_of="arguments with only customer_id, subject and priority"), OPEN, {"missing_category"}),
+    (entry("Leave assignee out of the tool:update_ticket arguments", UPDATE, instead_of="arguments with assignee"),
+     REASSIGN, {"assignee_argument"}),
+    (entry("Send date of the form {date} ([0-9]{4}-[0-9]{2}-[0-9]{2})", SCHEDULE, instead_of="date like 99/99/9999"),
+     VISIT, {"us_date_form"}),
+    # a successes entry showing the call's shape names its arguments (category), never a value's form
+    (entry('Call tool:create_ticket shaped like {"customer_id": "{id}", "subject": "{subject}", "category"...',
+           CREATE), OPEN, {"missing_category"}),
+    (entry('Call tool:get_customer shaped like {"customer_id": "{id}"}', GET), OPEN, set()),
+    (entry('Call tool:update_ticket shaped like {"ticket_id": "{id}", "team": "{team}"}', UPDATE), REASSIGN, set()),
+    (entry('Call tool:schedule_visit shaped like {"customer_id": "{id}", "asset_tag": "{id}", "date": "{date}", '
+           '"slot": "{slot}"}', SCHEDULE), VISIT, set()),
+    (entry('Call tool:close_ticket shaped like {"ticket_id": "{id}", "resolution_code": "{resolution_code}"}',
+           CLOSE), RESOLVE, set()),
     # one entry, two fixes at its tool
     (entry("Send category, and priority as one of low, normal, high, urgent", CREATE), OPEN,
      {"missing_category", "priority_case"}),

@@ -75,7 +75,7 @@ _REGEX_HINT = re.compile(r"\[[^\]]+\]|\\d|\{\d+(?:,\d*)?\}")
 _TOKEN = re.compile(r"`([^`]+)`|(\S+)")
 _LOWER_CASE = re.compile(r"\blower[\s-]?case\b", re.IGNORECASE)
 _LEAVE_OUT = re.compile(
-    r"\b(?:leave\s+(?:it\s+)?out|leaves?\s+out|omit|omits|without|remove|drop|unexpected|unknown|never\s+send"
+    r"\b(?:leaves?(?:\s+[\w:`'\"]+){0,2}\s+out|omit|omits|without|remove|drop|unexpected|unknown|never\s+send"
     r"|do\s+not\s+send|don't\s+send|not\s+send|does\s+not\s+(?:take|accept)|doesn't\s+(?:take|accept)"
     r"|no\s+such|not\s+a\s+(?:valid\s+)?(?:argument|parameter|field))\b",
     re.IGNORECASE,

@@ -195,7 +195,9 @@ class HelpdeskRun:
         if ticket is None:
             return False
         args: dict[str, Any] = {"ticket_id": ticket, "team": p.team}
-        if self.mistake("assignee_argument"):
+        # an agent that read the ticket's search result may want to name a person too (the tool takes
+        # only a team); one that guessed the id never saw the ticket
+        if not guessed and self.mistake("assignee_argument"):
             args["assignee"] = p.assignee
         if not self.call("update_ticket", args).failed:
             return True
