@@ -180,3 +180,47 @@ def test_the_worlds_failures_get_signatures_pure_per_cause(
     for cause in seen:
         assert cause.signatures and cause.purity == 1.0, cause
         assert cause.tool and endpoint(cause.tool) in HELPDESK.endpoints
+
+
+def test_the_loop_runs_both_worlds_and_reads_each_apart() -> None:
+    """``run_loop`` with the second world: its fleets run in every cycle after the staffing ones, the
+    cycles carry both worlds' stats, and after the last one each world's experiments and the desk's
+    scorecard are read apart (the staffing note counts only staffing keys and entries)."""
+    from opslake_local.experiments import closing_note, scorecard_lines
+    from opslake_local.http import LocalApi
+    from opslake_local.loop import HELPDESK_STEPS, LOOP_STEPS, run_loop
+    from opslake_local.stack import QUIET_ENV
+
+    steps: list[str] = []
+    with LocalStack(env_overrides={**QUIET_ENV, **LOOP_ENV}) as stack:
+        invoker = stack.invoker()
+        api = LocalApi(stack, invoker)
+        base_url = api.start()
+        try:
+            result = run_loop(
+                stack, invoker, base_url, cycles=2, agents=1, tasks_per_agent=1, seed=SEED,
+                on_step=steps.append, helpdesk_agents=AGENTS, helpdesk_tasks=4,
+            )  # fmt: skip
+        finally:
+            api.stop()
+    assert len(steps) == 2 * (LOOP_STEPS + HELPDESK_STEPS)
+    assert all(row.helpdesk is not None for row in result.rows)
+    first = result.rows[0].helpdesk
+    assert first is not None and first.with_playbooks.tasks == first.without_playbooks.tasks
+    assert first.with_playbooks.tool_calls == first.without_playbooks.tool_calls > 0  # nothing served yet
+    assert result.experiments is not None and result.helpdesk is not None
+    staffing, desk = result.experiments, result.helpdesk.experiments
+    assert staffing.error is None and desk.error is None
+    assert all(not str(e.endpoint or "").startswith("tool:") for e in staffing.entries)
+    assert all(owner in HELPDESK.endpoints for owner in (e.endpoint for e in desk.entries if e.endpoint))
+    assert desk.fleets.with_playbooks.ops == result.rows[1].helpdesk_with.tool_calls  # type: ignore[union-attr]
+    card = result.helpdesk.scorecard
+    assert card.error is None and card.unmatched == 0
+    assert sum(c.failed_calls for c in card.causes) == sum(
+        r.helpdesk_with.tool_failures + r.helpdesk_without.tool_failures  # type: ignore[union-attr]
+        for r in result.rows
+    )
+    summary = result.summary()
+    assert {"experiments", "agreement", "helpdesk"} <= set(summary)
+    assert {"cycles", "experiments", "agreement", "mistakes", "scorecard"} <= set(summary["helpdesk"])
+    assert closing_note(desk, caveats=False) and scorecard_lines(card)[-1].startswith("entries published")
