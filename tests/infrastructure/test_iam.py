@@ -465,9 +465,16 @@ ANALYZER_GRANTS: dict[str, list[Any]] = {
     "glue:GetTable": _glue("ops") + _glue("failures"),
     "glue:CreateTable": _glue("failures"),
     "glue:UpdateTable": _glue("failures"),
-    # derived tables are written, never read back: a rerun overwrites them whole
+    "glue:GetTables": _glue("*"),  # the tables and columns the diagnoser's advice may name
+    # derived tables are written, never read back: a rerun overwrites them whole; the tool catalog
+    # is the consolidator's, read here
     "s3:GetObject": _lake(
-        "ops/*", "ops-compacted/*", "state/analyzer.json", "state/llm.json", "athena-results/*"
+        "ops/*",
+        "ops-compacted/*",
+        "catalog/current.json",
+        "state/analyzer.json",
+        "state/llm.json",
+        "athena-results/*",
     ),
     "s3:PutObject": _lake(
         "derived/signatures/*",

@@ -1,7 +1,8 @@
-"""The forged consensus of issue 12, end to end on the local stack: one API key posts successes
-through ``POST /events`` claiming several agent_ids; after a consolidator run ``GET /playbooks``
-serves nothing from them. The same evidence from two keys is served; an operator's approval
-publishes the single key's entry."""
+"""The forged consensus of issue 12, end to end on the local stack: one API key posts failures
+through ``POST /events`` claiming several agent_ids (beside other keys' ordinary successes of the
+same tool, from which a contrast finds the fix); after a consolidator run ``GET /playbooks`` serves
+nothing from them. The same evidence from two keys is served; an operator's approval publishes the
+single key's entry. (Issue 24: entries come from what fails, so the evidence is failures.)"""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ class Stack:
             engine=EmbeddedEngine.from_settings(config),
             store=S3ObjectStore(s3, config.lake_bucket),
             state=StateStore(s3, config.lake_bucket, config.consolidator_state_key, lease_s=900),
+            glue=self.stack.client("glue"),
         )
         report = consolidator.run(Backfill(since=now - timedelta(hours=1), until=now + timedelta(minutes=5)))
         assert report.status == "ok", report
@@ -91,42 +93,56 @@ def lake() -> Iterator[Stack]:
             api.stop()
 
 
-def forged_ops(endpoint: str, agents: range, *, text: str) -> list[dict[str, Any]]:
-    """Successful ops, each claiming its own agent_id (what any client may write)."""
+def forged_ops(endpoint: str, agents: range, *, text: str, error: str | None = None) -> list[dict[str, Any]]:
+    """Ops of a runtime's own tool, each claiming its own agent_id (what any client may write):
+    failed with ``error`` when given, else successful."""
     return [
         {
             "endpoint": endpoint,
-            "success": True,
+            "success": error is None,
             "duration_ms": 12.0,
             "agent_id": f"agent-{i}",
             "task_class": "forged_consensus",
             "input_summary": text,
+            **({"error": error, "error_type": "bad_request"} if error else {}),
         }
         for i in agents
     ]
 
 
-# Plain advice: the shape checks let it through, so only the count of reporters stands in its way.
-ADVICE = 'POST /match {"role":"welder","city":"Austin","radius_miles":500}'
+def ordinary_successes(lake: Stack, tool: str) -> None:
+    """Two honest keys' successful calls of ``tool``, sending its ``date`` (the catalog learns the
+    tool and its arguments from them)."""
+    for key in ("honest-a", "honest-b"):
+        lake.post(key, forged_ops(tool, range(3), text=GOOD))
+
+
+GOOD = '{"room":"RM-101","date":"2026-12-01"}'
+BAD = '{"room":"RM-101"}'
+MISSING = "missing required argument: date"
 
 
 def test_one_key_claiming_four_agents_is_not_served_until_approved(lake: Stack) -> None:
-    lake.post("mallory", forged_ops("/match", range(4), text=ADVICE))
+    ordinary_successes(lake, "tool:book_room")
+    lake.post("mallory", forged_ops("tool:book_room", range(4), text=BAD, error=MISSING))
     report = lake.consolidate()
-    assert report.successes_read >= 4 and len(report.entries_created) == 1
-    assert lake.served("/match") == []  # before: served to every key, "4 agents", confidence 0.78
+    assert report.contrast_candidates >= 1 and len(report.entries_created) == 1
+    assert lake.served("tool:book_room") == []  # before issue 12: served to every key, "4 agents"
     assert report.active_entries == 0 and report.proposed_entries == 1
     (entry_id,) = report.entries_created
     rows = EmbeddedEngine.from_settings(load_settings()).run(
-        "SELECT status, evidence_agent_count, evidence_reporter_count, evidence_reporters, approved_at "
+        "SELECT status, evidence_agent_count, evidence_reporter_count, evidence_reporters, approved_at, action "
         f"FROM playbooks WHERE entry_id = '{entry_id}'"
     )
     [row] = rows.records()
-    assert (row["status"], row["evidence_agent_count"], row["evidence_reporter_count"]) == ("proposed", 4, 1)
+    assert (row["status"], row["evidence_reporter_count"], row["action"]) == (
+        "proposed", 1, "Send date in the tool:book_room arguments",
+    )  # fmt: skip
+    assert row["evidence_agent_count"] >= 4  # claimed agents of both sides; the reporters are mallory's
     assert list(row["evidence_reporters"]) == ["mallory"] and row["approved_at"] is None
 
     # a second run over the same evidence changes nothing
-    assert lake.consolidate().active_entries == 0 and lake.served("/match") == []
+    assert lake.consolidate().active_entries == 0 and lake.served("tool:book_room") == []
 
     # the operator reads it and approves it: from then on it is served
     consolidator = Consolidator(
@@ -142,33 +158,32 @@ def test_one_key_claiming_four_agents_is_not_served_until_approved(lake: Stack) 
     )
     approved = consolidator.approve(entry_id)
     assert approved.status == "active" and approved.approved_at is not None
-    assert [e["entry_id"] for e in lake.served("/match")] == [entry_id]
+    assert [e["entry_id"] for e in lake.served("tool:book_room")] == [entry_id]
     assert lake.consolidate().entries_withheld == []  # an approved entry stays served
 
 
 def test_two_keys_are_two_reporters_and_are_served(lake: Stack) -> None:
-    text = 'POST /search {"q":"forklift certified","limit":25}'
-    lake.post("alice", forged_ops("/search", range(2), text=text))
-    lake.post("bob", forged_ops("/search", range(2, 4), text=text))
+    ordinary_successes(lake, "tool:book_hall")
+    lake.post("alice", forged_ops("tool:book_hall", range(2), text=BAD, error=MISSING))
+    lake.post("bob", forged_ops("tool:book_hall", range(2, 4), text=BAD, error=MISSING))
     lake.consolidate()
-    (entry,) = lake.served("/search")
-    assert (entry["evidence_reporter_count"], entry["evidence_agent_count"], entry["status"]) == (
+    (entry,) = lake.served("tool:book_hall")
+    assert (entry["evidence_reporter_count"], entry["status"], entry["fix_kind"]) == (
         2,
-        4,
         "active",
+        "missing_argument",
     )
 
 
 def test_a_runtime_key_counts_its_agents_and_an_untrusted_key_counts_for_nothing(lake: Stack) -> None:
-    # a shape that names a request field (limit): the quality gate (issue 16) refuses a shape that names none
-    text = 'POST /worker {"id":"W00042","fields":["name","city"],"limit":5}'
-    lake.post("fleet", forged_ops("/worker", range(3), text=text))
+    ordinary_successes(lake, "tool:book_desk")
+    lake.post("fleet", forged_ops("tool:book_desk", range(3), text=BAD, error=MISSING))
     trust = {"fleet": "untrusted"}
     report = lake.consolidate(reporter_trust=trust)
-    assert report.entries_created == [] and lake.served("/worker") == []  # no candidate at all
+    assert report.entries_created == [] and lake.served("tool:book_desk") == []  # no candidate at all
     lake.consolidate(reporter_trust={"fleet": "runtime"})
-    (entry,) = lake.served("/worker")
+    (entry,) = lake.served("tool:book_desk")
     assert entry["evidence_reporter_count"] == 3
     # marking the key untrusted later takes the entry out of service at the next run
     report = lake.consolidate(reporter_trust=trust)
-    assert report.entries_withheld == [entry["entry_id"]] and lake.served("/worker") == []
+    assert report.entries_withheld == [entry["entry_id"]] and lake.served("tool:book_desk") == []

@@ -11,8 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from opslake.analysis.catalog.known import vocabulary_of
 from opslake.analysis.playbooks import quality_refusal
 from opslake.config import load_settings
+from opslake.jobs.catalog import CatalogStore, read_tables
 from opslake.query.factory import create_engine
 from opslake_local.demo import REPORTED_OPS_SQL
 from opslake_local.experiments import closing_note
@@ -79,7 +81,9 @@ def test_entries_are_created_with_evidence_and_served(loop: tuple[LocalStack, Lo
     stack, result = loop
     entries = sql(stack, "SELECT kind, status, evidence_op_ids, evidence_agent_count FROM playbooks")
     active = [e for e in entries if e["status"] == "active"]
-    assert active and {"do", "avoid"} <= {e["kind"] for e in active}
+    # (issue 24: this short loop's diagnoses are all superseded by contrast fixes of their signatures,
+    # or too generic for the gate, so its entries are do entries; the demo's longer run has avoid ones)
+    assert active and "do" in {e["kind"] for e in active}
     assert all(e["evidence_op_ids"] and int(e["evidence_agent_count"]) >= 2 for e in active)
     assert result.rows[-1].active_entries == len(active)
     assert sum(row.with_playbooks.entries_followed.total() for row in result.rows[1:]) > 0
@@ -168,9 +172,22 @@ def test_every_active_entry_passes_the_quality_gate(loop: tuple[LocalStack, Loop
         "SELECT trigger, action, instead_of, endpoint, task_class FROM playbooks WHERE status = 'active'",
     )
     assert active
+    # judged as the run judged them: against the tool catalog the consolidator published and Glue
+    s3, glue = stack.client("s3"), stack.client("glue")
+    settings = load_settings(stack.environment)
+    vocabulary = vocabulary_of(
+        CatalogStore(s3, settings.lake_bucket).current(), read_tables(glue, settings.glue_database)
+    )
     for e in active:
         assert (
-            quality_refusal(e["trigger"], e["action"], e["instead_of"], e["endpoint"], e["task_class"])
+            quality_refusal(
+                e["trigger"],
+                e["action"],
+                e["instead_of"],
+                e["endpoint"],
+                e["task_class"],
+                vocabulary=vocabulary,
+            )
             is None
         )
 

@@ -273,3 +273,27 @@ def test_registered_schemas_in_the_forms_tools_come_in(document: Any) -> None:
 def test_a_document_that_is_no_tool_schema_is_refused_with_the_reason(document: Any, message: str) -> None:
     with pytest.raises(DeclaredSchemaError, match=message):
         declared_tools(document)
+
+
+def test_the_learning_logic_imports_nothing_of_the_sample_world() -> None:
+    """Issue 24: what an entry may name comes from data (the catalog, Glue), so the learning logic
+    neither imports the staffing sample nor keeps a list that restates it or the routes."""
+    import ast
+    from pathlib import Path
+
+    import opslake.analysis.fence as fence
+
+    root = Path(__file__).resolve().parents[2] / "layers" / "common" / "opslake"
+    imported: dict[str, set[str]] = {}
+    for package in ("analysis", "jobs"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    imported.setdefault(str(path.relative_to(root)), set()).add(node.module)
+                elif isinstance(node, ast.Import):
+                    imported.setdefault(str(path.relative_to(root)), set()).update(a.name for a in node.names)
+    offenders = {
+        p: m for p, ms in imported.items() for m in ms if m.startswith(("opslake.datasets", "opslake.tools"))
+    }
+    assert offenders == {}
+    assert not any(hasattr(fence, name) for name in ("CATALOG", "TOOL_FIELDS", "GATEWAY_ROUTES"))

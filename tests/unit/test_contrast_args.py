@@ -237,8 +237,7 @@ def test_an_error_that_states_its_rule_is_quoted_when_nothing_else_fixes_it() ->
     [found] = fixes(rows)
     assert found[:2] == ("error_rule", "avoid") and found[5] is None
     assert found[4] == (
-        "tool:escalate_ticket calls that break its rule 'only urgent tickets can be escalated; set priority to "
-        "urgent first'"
+        "tool:escalate_ticket refuses 'only urgent tickets can be escalated; set priority to urgent first'"
     )
     [entry] = published(rows)
     assert entry.kind == "avoid" and entry.status == "active" and entry.fix_kind == "error_rule"

@@ -51,6 +51,24 @@ def test_word_variants_in_one_context_become_one_signature_with_a_placeholder() 
     assert {raw for raw, _ in merge.raws} == {c.signature_id for c in found}
 
 
+def test_two_adjacent_words_that_vary_together_merge_as_one_value() -> None:
+    """A person's first and last name (the second world's close_ticket error, one signature per
+    customer before): three names or more in one context fold; a name whose first word stays
+    (Felix Becker, Felix Braun) is no pair varying together, and two names are not enough."""
+    names = ["Felix Becker", "Sofia Rossi", "Maria Lopez", "Priya Sharma"]
+    texts = [
+        f"cannot close ticket TCK-1{i}0 of {n}: add a resolution comment first" for i, n in enumerate(names)
+    ]
+    (merge,) = merge_candidates(candidates(texts, "tool:close_ticket", "tool_error_result"))
+    assert merge.template.endswith("cannot close ticket <id> of <*> <*>: add a resolution comment first")
+    assert merge_candidates(candidates(texts[:2], "tool:close_ticket", "tool_error_result")) == []
+    same_first = [t.replace(n, f"Felix {n.split()[1]}") for t, n in zip(texts, names, strict=True)]
+    assert all(
+        len(m.candidates) < 4 or "Felix <*>" in m.template
+        for m in merge_candidates(candidates(same_first, "tool:close_ticket", "tool_error_result"))
+    )
+
+
 def test_two_values_in_one_context_are_not_enough() -> None:
     assert (
         merge_candidates(

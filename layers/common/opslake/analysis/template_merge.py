@@ -18,6 +18,9 @@ by how values recur:
   already a masked placeholder such as ``<num>`` vs ``<hex>``: the masking said it varies). A word
   directly before a placeholder or a variable (``column <str>``, ``table <*>``) is the name of that
   value, a keyword: it never varies on this evidence alone;
+* **two adjacent words that vary together** (a first and a last name, ``of Felix Becker:``): at
+  least :attr:`MergeRules.min_word_values` distinct pairs in one context, every pair differing in
+  both words (a word that stays while the other varies is judged alone);
 * **the same variation in several contexts**: position ``p`` takes at least two values in each of
   :attr:`MergeRules.min_recurring_contexts` different raw contexts (blue/black sneakers in Lyon, in
   Paris and in Nice): two-valued variables that vary independently of the rest of the message.
@@ -283,6 +286,19 @@ class _Family:
             return True
         return self._recurs(members, p)
 
+    def _evident_span(self, context: Pattern, p: int, members: list[_Cluster]) -> bool:
+        """Two adjacent words that vary together (a person's first and last name, ``Felix
+        Becker:``): at least :attr:`MergeRules.min_word_values` distinct pairs in one context,
+        neither word naming the value after the pair, both words in every pair differing."""
+        pairs = {c.pattern[p : p + 2] for c in members}
+        firsts, seconds = {a for a, _ in pairs}, {b for _, b in pairs}
+        return (
+            len(pairs) >= self.rules.min_word_values
+            and len(firsts) == len(pairs) == len(seconds)
+            and not self._is_label(context, p + 1)
+            and self.acceptable(context)
+        )
+
     def evidence_round(self) -> bool:
         """Fold the clusters that share a context in which a position shows evidence of varying.
         Every bucket is judged on the same clusters; overlapping buckets fold together (union-find)
@@ -294,15 +310,27 @@ class _Family:
         # only positions where the family holds two or more tokens can vary
         varying = [p for p in range(width) if len({c.pattern[p] for c in clusters}) > 1]
         buckets: dict[tuple[int, Pattern], list[_Cluster]] = defaultdict(list)
+        spans: dict[tuple[int, Pattern], list[_Cluster]] = defaultdict(list)
         for cluster in clusters:
             for p in varying:
                 if not _variable(cluster.pattern[p]):
                     context = (*cluster.pattern[:p], WILDCARD, *cluster.pattern[p + 1 :])
                     buckets[(p, context)].append(cluster)
+                if (
+                    p + 1 in varying
+                    and not _variable(cluster.pattern[p])
+                    and not _variable(cluster.pattern[p + 1])
+                ):
+                    context = (*cluster.pattern[:p], WILDCARD, WILDCARD, *cluster.pattern[p + 2 :])
+                    spans[(p, context)].append(cluster)
         found = [
             (-len({c.pattern[p] for c in members}), p, context, members)
             for (p, context), members in buckets.items()
             if len(members) > 1 and self._evident(context, p, members)
+        ] + [
+            (-len({c.pattern[p : p + 2] for c in members}), p, context, members)
+            for (p, context), members in spans.items()
+            if len(members) > 1 and self._evident_span(context, p, members)
         ]
         if not found:
             return False

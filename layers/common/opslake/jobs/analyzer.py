@@ -30,8 +30,9 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from opslake.analysis.catalog.known import Vocabulary, vocabulary_of
 from opslake.analysis.diagnoser import Diagnoser
 from opslake.analysis.masking import normalize_endpoint_sql, signature_id_sql, template_sql, variant_sql
 from opslake.analysis.reporters import (
@@ -67,11 +68,15 @@ from opslake.models.analysis import (
     Signature,
     SignatureAggregate,
 )
+from opslake.models.catalog import ToolCatalog
 from opslake.models.window import Window
 from opslake.observability import logger, metrics
 from opslake.query.base import QueryEngine
 from opslake.query.sqltext import sql_string_list, timestamp_literal, window_predicate
 from opslake.queue import OpsQueue
+
+if TYPE_CHECKING:
+    from opslake.jobs.catalog import CatalogStore
 
 MAX_SAMPLES = 5
 SAMPLE_TEXT_CHARS = 600
@@ -97,6 +102,9 @@ class AnalyzerRun(JobReport):
     llm_calls: int = 0
     fallbacks: int = 0
     diagnosed: list[str] = field(default_factory=list)
+    #: the vocabulary the diagnoser judged advice with could not be read whole (the tool catalog
+    #: the consolidator published, or the Glue tables): the run goes on with what it has
+    vocabulary_errors: list[str] = field(default_factory=list)
 
 
 #: The ``failures`` view's columns (name, Athena type), as the ``failures`` table had them.
@@ -286,12 +294,14 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         diagnoser: Diagnoser,
         glue: Any | None = None,
         ops_queue: OpsQueue | None = None,
+        catalog: CatalogStore | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         super().__init__(settings=settings, engine=engine, state=state, ops_queue=ops_queue, clock=clock)
         self.store = store
         self.glue = glue  # where the ``failures`` view is kept (None: not managed, e.g. in unit tests)
         self.diagnoser = diagnoser
+        self.catalog = catalog  # the tool catalog the consolidator published (None: none read)
         self.trust = ReporterTrust.from_settings(settings)
 
     def work(self, lease: Lease, backfill: Backfill | None, report: AnalyzerRun) -> None:
@@ -427,6 +437,34 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         for sid, new in found.items():
             samples[sid] = merge_samples(new, samples.get(sid, []))
 
+    def _vocabulary(self, report: AnalyzerRun) -> Vocabulary:
+        """What the diagnoser may name and show the model: the tool catalog as the consolidator last
+        published it and the Glue tables. A part that cannot be read is reported; the run goes on
+        (advice that names what is not known is refused, and the heuristic answers)."""
+        from opslake.jobs.catalog import read_tables
+
+        catalog, tables = ToolCatalog(), {}
+        if self.catalog is not None:
+            try:
+                catalog = self.catalog.current()
+            except Exception as exc:  # S3 errors and a malformed object alike
+                self._vocabulary_error(report, "tool catalog", exc)
+        if self.glue is not None:
+            try:
+                tables = read_tables(self.glue, self.settings.glue_database)
+            except Exception as exc:  # botocore's ClientError and the like
+                self._vocabulary_error(report, "Glue tables", exc)
+        return vocabulary_of(
+            catalog, tables, trust=self.trust, min_reporters=self.settings.playbook_min_reporters
+        )
+
+    @staticmethod
+    def _vocabulary_error(report: AnalyzerRun, what: str, exc: Exception) -> None:
+        message = f"{what}: {type(exc).__name__}: {exc}"[:500]
+        report.vocabulary_errors.append(message)
+        logger.warning("part of the vocabulary could not be read; the run goes on without it", error=message)
+        metrics.add_metric(name="CatalogReadErrors", unit="Count", value=1)
+
     def _diagnose(
         self,
         chosen: Sequence[tuple[Signature, str]],
@@ -437,6 +475,7 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
     ) -> None:
         if not chosen:
             return
+        self.diagnoser.vocabulary = self._vocabulary(report)
         contrasts: dict[str, list[str]] = {}
         if self.diagnoser.wants_contrasts:
             endpoints = [sig.endpoint for sig, _ in chosen]
@@ -540,6 +579,7 @@ def merge_samples(new: Sequence[dict[str, Any]], kept: Sequence[dict[str, Any]])
 def build_analyzer(settings: Settings) -> Analyzer:
     """An analyzer wired to this process's AWS clients (per-container clients, per-run state)."""
     from opslake import runtime
+    from opslake.jobs.catalog import CatalogStore
     from opslake.lake.store import S3ObjectStore
 
     parts = wire(settings, state_key=settings.analyzer_state_key, lease_s=settings.analyzer_lease_s)
@@ -551,4 +591,5 @@ def build_analyzer(settings: Settings) -> Analyzer:
         state=parts.state,
         diagnoser=Diagnoser(parts.llm),
         ops_queue=parts.ops_queue,
+        catalog=CatalogStore(parts.s3, settings.lake_bucket),
     )

@@ -43,6 +43,7 @@ from opslake.analysis.catalog.catalog_sql import catalog_window_sql, signatures_
 from opslake.analysis.catalog.fold import fold
 from opslake.analysis.catalog.known import Vocabulary
 from opslake.analysis.corrections import OutcomeRow, count_corrections
+from opslake.analysis.heuristics import classify
 from opslake.analysis.playbooks import (
     approve,
     contrast_groups,
@@ -94,6 +95,8 @@ if TYPE_CHECKING:
     from opslake.lake.compaction import Compactor
     from opslake.llm import LlmClient
 
+#: Failure categories no call shape avoids (the tool or its backend was slow or throttled).
+TRANSIENT = frozenset({"timeout", "rate_limit"})
 LLM_AGENT_ID = CONSOLIDATOR_REPORTER  # the reporter_id of this job's model calls (never evidence)
 MAX_OUTCOME_ROWS = 200_000
 DISTILL_SYSTEM = (
@@ -112,7 +115,8 @@ class ConsolidatorRun(JobReport):
     diagnoses_read: int = 0
     candidates: int = 0
     contrast_candidates: int = 0  # candidates from contrasts of failures with successes (drafted first)
-    #: groups not drafted: nothing specific to say, or a diagnosis a contrast of the same run fixed
+    #: groups not drafted: nothing specific to say, a diagnosis a contrast of the same run fixed, or a
+    #: success shape of calls that did not fail or that a contrast explained
     nothing_specific: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     distilled_by_model: int = 0
@@ -289,9 +293,10 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             self._publish(entries, now, report)
             return
         report.window = window.as_dict()
-        # the vocabulary first: the tool catalog learned from the traffic (a backfill re-reads a
-        # window already counted: it reads the catalog, it does not add to it) and the tables
-        catalog = self._catalog(catalog, window, now, report, count=backfill is None)
+        # the vocabulary first: the tool catalog learned from the traffic, and the tables. (A backfill
+        # over a window scheduled runs counted adds its calls again to the counts; what makes an
+        # item known, its witnesses, is a union and does not change.)
+        catalog = self._catalog(catalog, window, now, report)
         vocabulary = Vocabulary(
             catalog=catalog,
             tables={t: tuple(c) for t, c in self._tables(report).items()},
@@ -339,8 +344,21 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             ),
         ]
         report.candidates, report.contrast_candidates = len(groups), len(contrasts)
+        # a success shape is evidence where calls fail for a reason of their own (not a timeout or a
+        # throttle, which no shape avoids) and no contrast said what differs
+        failing = {
+            (r["endpoint"], r.get("task_class"))
+            for r in contrast_rows
+            if r.get("side") == "failure"
+            and classify(r.get("error_type"), [r.get("error_type") or "", r.get("error") or ""])[0]
+            not in TRANSIENT
+        }
         drafts = distill_groups(
-            groups, self._ask_llm(), model=self.llm.config.model if self.llm else "llm", vocabulary=vocabulary
+            groups,
+            self._ask_llm(),
+            model=self.llm.config.model if self.llm else "llm",
+            vocabulary=vocabulary,
+            failing=failing,
         )
         report.distilled_by_model = drafts.distilled_by_model
         report.nothing_specific, report.superseded = drafts.nothing_specific, drafts.superseded
@@ -465,13 +483,13 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
 
     # -- steps ---------------------------------------------------------------------------------
     def _catalog(
-        self, catalog: ToolCatalog, window: Window, now: datetime, report: ConsolidatorRun, *, count: bool
+        self, catalog: ToolCatalog, window: Window, now: datetime, report: ConsolidatorRun
     ) -> ToolCatalog:
-        """The catalog with the window's calls (when ``count``), the analyzer's signatures and the
-        registered schemas folded in. The window's tally is a query like the others (its failure
-        fails the run, which is redone); signatures and schemas that cannot be read are reported
-        and the run goes on with the ones it knew."""
-        rows = self.query(catalog_window_sql(self.table, window, self.trust), report) if count else []
+        """The catalog with the window's calls, the analyzer's signatures and the registered
+        schemas folded in. The window's tally is a query like the others (its failure fails the
+        run, which is redone); signatures and schemas that cannot be read are reported and the
+        run goes on with the ones it knew."""
+        rows = self.query(catalog_window_sql(self.table, window, self.trust), report)
         report.catalog_rows = len(rows)
         signatures: list[dict[str, Any]] | None = None
         try:

@@ -42,7 +42,9 @@ def _int(value: Any) -> int | None:
 class PlaybookEntry:
     """One piece of advice: when ``trigger`` holds, ``do`` (or ``avoid``, see ``kind``) ``action``
     (``instead_of``: the failing form it replaces, for an entry written from a contrast of failures
-    with successes; ``fix_kind`` says what kind of fix: column, fields, id_format, …).
+    with successes; ``fix_kind`` says what kind of fix: value_shape, missing_argument,
+    preceding_call, error_rule, column, …; ``fix_names`` its names: the argument and its form, the
+    tool to call first …; ``fix_failures`` / ``fix_successes`` the calls behind it).
 
     Every entry is in a holdout experiment (``experiment_stage`` ``new`` or ``graduated``): some API
     keys are not served it, and opslake compares their failure rate (``holdout_rate``) with that of
@@ -77,6 +79,9 @@ class PlaybookEntry:
     evidence_op_ids: tuple[str, ...] = ()
     instead_of: str | None = None
     fix_kind: str | None = None
+    fix_names: tuple[str, ...] = ()
+    fix_failures: int | None = None
+    fix_successes: int | None = None
     experiment_stage: str | None = None
     helpful_count: int | None = None
     harmful_count: int | None = None
@@ -113,9 +118,12 @@ class PlaybookEntry:
             "evidence_reporter_count",
             "helpful_count",
             "harmful_count",
+            "fix_failures",
+            "fix_successes",
         )
         values: dict[str, Any] = {}
-        for name in known - {"entry_id", "trigger", "action", "extra", "evidence_op_ids", *floats, *ints}:
+        lists = ("evidence_op_ids", "fix_names")
+        for name in known - {"entry_id", "trigger", "action", "extra", *lists, *floats, *ints}:
             values[name] = _str(raw.get(name))
         for name in floats:
             values[name] = _float(raw.get(name))
@@ -123,10 +131,9 @@ class PlaybookEntry:
             values[name] = _int(raw.get(name))
         values["confidence"] = values["confidence"] or 0.0
         values["kind"] = values["kind"] or "do"
-        op_ids = raw.get("evidence_op_ids")
-        values["evidence_op_ids"] = (
-            tuple(i for i in op_ids if isinstance(i, str)) if isinstance(op_ids, list) else ()
-        )
+        for name in lists:
+            found = raw.get(name)
+            values[name] = tuple(i for i in found if isinstance(i, str)) if isinstance(found, list) else ()
         extra = {k: v for k, v in raw.items() if k not in known}
         return cls(entry_id=entry_id, trigger=trigger, action=action, extra=extra, **values)
 

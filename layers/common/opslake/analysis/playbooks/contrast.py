@@ -196,6 +196,22 @@ def keys_of(samples: Iterable[Sample]) -> set[str | None]:
 
 
 # ---- groups -------------------------------------------------------------------------------------
+def contrast_key(fix: Fix, endpoint: str, task_class: str | None) -> str:
+    """The group key of a fix (its entry id derives from it): ``contrast|<endpoint>|<task
+    class>|<kind>|<names>``. A fix the rules before the catalog stated keeps the key they gave it
+    (``fields``; ``id_format`` of a path parameter, named by its pattern alone; ``id_source``), so
+    an upgrade goes on with its entry and experiment instead of starting a twin."""
+    kind, names = fix.kind, fix.names
+    parameters = {p[1:-1] for p in endpoint.split("/") if p.startswith("{") and p.endswith("}")}
+    if kind == "missing_argument":
+        kind = "fields"
+    elif kind == "value_shape" and names[0] in parameters and len(names) == 2:
+        kind, names = "id_format", names[1:]
+    elif kind == "preceding_call" and fix.do.startswith("Take "):
+        kind = "id_source"
+    return group_key("contrast", endpoint, task_class, kind, ",".join(sorted(names)))
+
+
 def _group(
     fix: Fix, endpoint: str, task_class: str | None, signature_id: str | None, trust: ReporterTrust
 ) -> CandidateGroup:
@@ -211,7 +227,7 @@ def _group(
     op_ids = [*(s.op_id for s in fix.failures), *(s.op_id for s in fix.successes)]
     kind = fix.kind_of_entry
     return CandidateGroup(
-        group_key=group_key("contrast", endpoint, task_class, fix.kind, ",".join(sorted(fix.names))),
+        group_key=contrast_key(fix, endpoint, task_class),
         source="contrast", kind=kind, endpoint=endpoint, task_class=task_class,
         template=input_shape(failing_inputs[0]) if failing_inputs and failing_inputs[0] else fix.kind,
         op_ids=tuple(op_ids[:MAX_EVIDENCE]), agents=tuple(agents[:MAX_TRACKED_AGENTS]), agent_count=len(agents),
@@ -263,9 +279,16 @@ def contrast_groups(
             failures.setdefault((sample.endpoint, sample.task_class, sample.signature_id), []).append(sample)
         elif sample.side == "success":
             successes.setdefault((sample.endpoint, sample.task_class), []).append(sample)
-    groups: dict[str, CandidateGroup] = {}
+    # one group per fix (kind and names) of an (endpoint, task class): the first signature's, except
+    # that "take the ids from X's answer" (ids not found) says more than "call X first"
+    groups: dict[tuple[str, str | None, str, tuple[str, ...]], CandidateGroup] = {}
     for (endpoint, task_class, signature_id), failing in sorted(failures.items(), key=lambda i: str(i[0])):
         for fix in fixes_for(failing, successes.get((endpoint, task_class), []), vocabulary):
             group = _group(fix, endpoint, task_class, signature_id, trust)
-            groups.setdefault(group.group_key, group)
+            identity = (endpoint, task_class, fix.kind, tuple(sorted(fix.names)))
+            kept = groups.get(identity)
+            if kept is None or (
+                fix.do.startswith("Take ") and not (kept.fix_action or "").startswith("Take ")
+            ):
+                groups[identity] = group
     return sorted(groups.values(), key=lambda g: g.group_key)

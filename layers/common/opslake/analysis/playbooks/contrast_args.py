@@ -297,6 +297,12 @@ def _call_endpoint(call: str) -> str:
     return rest if sep and method in ("GET", "POST", "PUT", "PATCH", "DELETE") else call
 
 
+def _words(name: str) -> set[str]:
+    """The words of a name of four letters or more, its kind aside (``tool:find_reservation`` →
+    find, reservation; ``/worker/{id}`` → worker)."""
+    return {w for w in re.split(r"[^a-z]+", name.rpartition(":")[2].lower()) if len(w) >= 4}
+
+
 def _guessed_argument(failures: Sequence[Sample]) -> str | None:
     """The argument whose value the errors echo (the id that was not found), the most common."""
     found: Counter[str] = Counter()
@@ -337,16 +343,25 @@ def preceding_call_fixes(
         if share(ok, lambda calls, c=call: c in calls) >= SUCCESS_SHARE:
             candidates.append((call, share(bad, lambda calls, c=call: c in calls) <= FAILURE_SHARE))
     distinct = [c for c, d in candidates if d]
-    chosen = (distinct or ([c for c, _ in candidates] if missing else []))[:2]
+    chosen = distinct or ([c for c, _ in candidates] if missing else [])
     if not chosen:
         return []
     where = _where(failing, successes)
+    parameters = _path_parameters(endpoint)
+    guessed = (
+        _guessed_argument(failing) or (parameters[0] if len(parameters) == 1 else None) if missing else None
+    )
+    if guessed:
+        # where the ids come from: of the calls made first, the ones named like what was guessed
+        # (tool:find_reservation for a reservation_id), when some are
+        words = _words(guessed) | _words(endpoint)
+        named = [c for c in chosen if _words(_call_endpoint(c)) & words]
+        chosen = named or chosen
+    chosen = chosen[:2]
     names = tuple(_call_endpoint(c) for c in chosen)
     backed = tuple(s for s in successes if any(c in s.earlier_ok for c in chosen))
     if missing:
-        parameters = _path_parameters(endpoint)
-        name = _guessed_argument(failing) or (parameters[0] if len(parameters) == 1 else None)
-        said = where.argument(name) if name else "ids"
+        said = where.argument(guessed) if guessed else "ids"
         said = said if said.endswith("s") else f"{said} values"
         do = f"Take {said} from a {or_list(chosen)} answer; never guess them"
         return [Fix("preceding_call", names, f"Calling {where.call}", do, f"{said} written from memory",
@@ -451,7 +466,7 @@ def error_rule_fixes(failures: Sequence[Sample], vocabulary: Vocabulary) -> list
     if len(re.findall(r"[A-Za-z]{2,}", quoted)) < 4 or "'" in quoted:
         return []
     call = route_call(method_of(failures), first.endpoint)
-    head = f"{call} calls that break its rule '"
+    head = f"{call} refuses '"
     room = MAX_ACTION_CHARS - len(head) - 1
     if len(quoted) > room:
         quoted = quoted[: room - 1].rsplit(" ", 1)[0] + "…"

@@ -136,9 +136,10 @@ def contrast_samples_sql(
          max_by(g.op_id, ROW(g.ts, g.op_id))
            FILTER (WHERE g.endpoint = s.endpoint AND g.source = 'gateway' AND g.ts <= s.ts) AS linked_op_id,
          array_join(array_sort(array_agg(DISTINCT
-             CASE WHEN g.source IN ('gateway', 'mcp') THEN split_part(g.input_summary, ' ', 1) || ' ' END
+             coalesce(CASE WHEN g.source IN ('gateway', 'mcp') THEN split_part(g.input_summary, ' ', 1) || ' ' END, '')
              || g.endpoint)
-           FILTER (WHERE g.success AND g.ts < s.ts AND g.endpoint <> s.endpoint AND g.is_call)), ',') AS earlier_ok,
+           FILTER (WHERE g.success AND g.ts < s.ts AND g.endpoint <> s.endpoint AND g.is_call
+                   AND substr(g.endpoint, 1, 6) <> 'agent:')), ',') AS earlier_ok,
          min_by(g.input_summary, ROW(g.ts, g.op_id))
            FILTER (WHERE g.success AND g.ts > s.ts AND g.endpoint = s.endpoint AND g.is_call) AS next_ok_input
   FROM sampled s JOIN base g

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,13 +223,19 @@ def _fenced_instead_of(text: str | None, known: KnownNames) -> str | None:
 
 def names_fix(action: str, name: str) -> bool:
     """Whether ``action`` names one fix name (``city|state``: any of them; a pattern ``^W[0-9]{5}$``:
-    itself without its anchors; ``count(*)``: ``count(``), whole words, case aside."""
+    itself without its anchors, or its literal start when that is a word of three characters or
+    more: ``credit_card`` for ``^credit_card_[0-9]{7}$``; ``count(*)``: ``count(``), whole words,
+    case aside)."""
     text = action.casefold()
     for option in name.split("|"):
         core = option.strip("^$").casefold()
         core = core.removesuffix("(*)").removesuffix("()")
         if not core:
             continue
+        literal = re.match(r"[a-z][a-z0-9_\-]*", core)
+        prefix = literal[0].rstrip("_-") if literal and literal[0] != core else ""
+        if len(prefix) >= 3 and re.search(rf"(?<![\w.]){re.escape(prefix)}(?![a-z0-9])", text):
+            return True
         if core[-1:].isalnum() and re.search(rf"(?<![\w.]){re.escape(core)}(?![\w])", text):
             return True
         if not core[-1:].isalnum() and core in text:
@@ -420,14 +426,24 @@ def distill_groups(
     *,
     model: str = "llm",
     vocabulary: Vocabulary | None = None,
+    failing: Collection[tuple[str, str | None]] | None = None,
 ) -> Drafts:
     """Every group of a run as a generalized draft (:func:`distill`, then :func:`generalized`),
-    except a group with nothing specific to say and a diagnosis whose signature got a contrast fix
-    in the same run (the fix says what the diagnosis could only say generally)."""
+    except a group with nothing specific to say, a diagnosis whose signature got a contrast fix in
+    the same run (the fix says what the diagnosis could only say generally), and — when
+    ``failing`` names the (endpoint, task class) pairs whose calls failed repeatedly in the window —
+    a success shape where calls did not fail (a tool that works teaches nothing by its shape) or
+    where a contrast of the same run said what differs (more specifically than a shape)."""
     fixed = {g.signature_id for g in groups if g.source == "contrast" and g.signature_id}
+    contrasted = {(g.endpoint, g.task_class) for g in groups if g.source == "contrast"}
     out = Drafts()
     for group in groups:
-        if group.source == "diagnosis" and group.signature_id in fixed:
+        where = (group.endpoint, group.task_class)
+        if (group.source == "diagnosis" and group.signature_id in fixed) or (
+            group.source == "successes"
+            and failing is not None
+            and (where not in failing or where in contrasted)
+        ):
             out.superseded.append(group.group_key)
             continue
         draft, by = distill(group, ask_llm, model=model, vocabulary=vocabulary)

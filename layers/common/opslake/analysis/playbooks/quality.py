@@ -176,10 +176,12 @@ def _content(form: str, own: str | None, names: KnownNames) -> tuple[list[str], 
         form = form.replace(own, " ")
     form = _PATH.sub(route, _LABEL.sub(label, form))
     methods = {m.lower() for m in HTTP_METHODS}
+    # placeholders as written ({num}, <date>) say nothing; the same word unmarked may be a name
+    # (an argument called date)
     words = [
         w
-        for w in _WORD.findall(re.sub(r"\{[a-z_]{1,20}\}", " ", form))
-        if w not in FILLER and w not in methods and w not in PLACEHOLDERS
+        for w in _WORD.findall(re.sub(r"\{[a-z_]{1,20}\}|<[a-z_*]{1,20}>", " ", form))
+        if w not in FILLER and w not in methods
     ]
     return [*words, *words_in_paths, *values], routes, values
 
@@ -208,11 +210,19 @@ def _names_a_specific(
     spoken = EMPTY_PHRASES.sub(" ", _without_generalized(skeleton(action)))
     if _ID_FORM.search(spoken) or _NUMBER_UNIT.search(spoken):
         return True
-    if any(names.knows(key) and key not in PLACEHOLDERS for key in _JSON_KEY.findall(spoken)):
+    real = (
+        vocabulary.fields | set(vocabulary.tables) | {c for cols in vocabulary.tables.values() for c in cols}
+    )
+
+    def is_name(word: str) -> bool:
+        """A known name, not only one of the normalizer's placeholder words (num, date, id …)."""
+        return names.knows(word) and (word not in PLACEHOLDERS or word in real)
+
+    if any(is_name(key) for key in _JSON_KEY.findall(spoken)):
         return True  # a request's field shown as a JSON key
     english = english_words()
     context = any(w in _NAME_CONTEXT for w in content)
-    named = {w for w in content if w not in _NAME_CONTEXT and w not in PLACEHOLDERS and names.knows(w)}
+    named = {w for w in content if w not in _NAME_CONTEXT and is_name(w)}
     if len(named) >= 2:
         return True  # a list of names ("role, city and state") says what to send, context or not
     return any(context or word not in english for word in named)
