@@ -181,6 +181,23 @@ def test_an_extra_argument_the_successes_leave_out() -> None:
                          "Leave city out of the tool:update_ticket arguments")  # fmt: skip
 
 
+def test_an_extra_argument_names_what_the_successes_send_in_its_place() -> None:
+    """The failures send city where the successes send priority: the lesson says what to send
+    instead and names both (and no second entry says "send priority"). note, which the failures
+    send too, did not help them: it is no alternative."""
+    rows = [
+        sample("failure", "tool:update_ticket", {"ticket_id": f"TCK-0000{i}", "city": "CityA", "note": "x"}, i,
+               error="unexpected field")
+        for i in range(4)
+    ] + [
+        sample("success", "tool:update_ticket", {"ticket_id": f"TCK-0001{i}", "priority": "high", "note": "y"}, i)
+        for i in range(4)
+    ]  # fmt: skip
+    [found] = fixes(rows)
+    assert found[:5] == ("extra_argument", "do", ("city", "priority"), "Calling tool:update_ticket",
+                         "Leave city out of the tool:update_ticket arguments; send priority instead")  # fmt: skip
+
+
 def test_ids_not_found_come_from_the_call_the_successes_made_first() -> None:
     rows = [
         sample("failure", "tool:update_ticket", {"ticket_id": f"TCK-9000{i}"}, i,
@@ -241,6 +258,27 @@ def test_an_error_that_states_its_rule_is_quoted_when_nothing_else_fixes_it() ->
     )
     [entry] = published(rows)
     assert entry.kind == "avoid" and entry.status == "active" and entry.fix_kind == "error_rule"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "the refund amount does not add up: paid 120 but the order total is 100",
+        "not enough balance on the voucher for this purchase",
+        "seat class mismatch between the outbound and return legs",
+        "the new quantity is too low for a bulk order",
+        "item is out of stock in the selected warehouse",
+        "a basic fare cannot be changed after booking",
+    ],
+)
+def test_rules_stated_in_many_ways_are_quoted(error: str) -> None:
+    """Tools state their rules in many words: each of these is a rule an agent can act on (a bare
+    "x is invalid" states none: test_what_changed_when_agents_recovered)."""
+    rows = [
+        sample("failure", "tool:pay", {"payment_id": "credit_card_1234567"}, i, error=error) for i in range(3)
+    ]
+    [found] = fixes(rows)
+    assert found[:2] == ("error_rule", "avoid") and found[4].startswith("tool:pay refuses '")
 
 
 @pytest.mark.parametrize(

@@ -119,6 +119,10 @@ def test_instances_are_the_catalog_s_not_a_list_in_code() -> None:
         "no stock of ProductC, priority high", vocabulary.instances, vocabulary.fields
     )
     assert out == "no stock of {product}, priority high" and [r.value for r in replaced] == ["ProductC"]
+    # a value inside a name joined by - . or : is part of the name (a tool, a file), not an instance
+    for name in ("tool:order-productc-v2", "productc.csv", "ProductC:9", "tool:productc"):
+        assert _generalize(f"call {name} first", vocabulary.instances, vocabulary.fields)[1] == [], name
+    assert _generalize("out of ProductC.", vocabulary.instances, vocabulary.fields)[0] == "out of {product}."
 
 
 def test_generalize_is_bounded_on_long_hostile_text() -> None:

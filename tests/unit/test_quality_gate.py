@@ -156,3 +156,25 @@ def test_the_gate_reads_names_from_the_vocabulary_it_is_given() -> None:
     action = "Use the column order_total of orders"
     assert quality_refusal("t", action, None, "/orders/{id}", None, vocabulary=vocabulary) is None
     assert quality_refusal("t", action, None, "/orders/{id}", None) is not None  # no data: no names
+
+
+def test_another_tool_s_argument_is_no_name_of_this_tool() -> None:
+    """Advice about a shell tool that says "paths" names nothing of it, though a file reader takes
+    an argument called paths; the same advice about the file reader names its argument."""
+    from opslake.models.catalog import ArgumentStat, ToolCatalog, ToolStat
+
+    witnesses = ["k1", "k2"]
+
+    def tool(endpoint: str, *arguments: str) -> ToolStat:
+        return ToolStat(
+            endpoint=endpoint, calls=9, witnesses=witnesses,
+            arguments=[ArgumentStat(name=a, calls=9, witnesses=witnesses) for a in arguments],
+        )  # fmt: skip
+
+    vocabulary = vocabulary_of(
+        ToolCatalog(tools=[tool("tool:run_command", "command"), tool("tool:read_files", "paths")])
+    )
+    action = "The file asked for does not exist: read only paths or keys that an earlier step listed"
+    refused = quality_refusal("t", action, None, "tool:run_command", None, vocabulary=vocabulary)
+    assert refused is not None and "names nothing actionable" in refused
+    assert quality_refusal("t", action, None, "tool:read_files", None, vocabulary=vocabulary) is None

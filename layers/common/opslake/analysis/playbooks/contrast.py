@@ -260,6 +260,10 @@ def fixes_for(failures: Sequence[Sample], successes: Sequence[Sample], vocabular
             set(fix.names[:1]) & set(" ".join(k.names).replace("|", " ").split()) for k in kept
         ):
             continue  # a recovery that a contrast across sessions already states (the same argument)
+        if fix.kind == "missing_argument" and any(
+            k.kind == "extra_argument" and set(fix.names) <= set(k.names) for k in kept
+        ):
+            continue  # "leave x out; send y instead" already says to send y
         kept.append(fix)
     return kept or error_rule_fixes(failures, vocabulary)
 

@@ -44,6 +44,11 @@ MAX_FORMS = 4
 #: The successes' forms must cover this share of their calls.
 FORM_COVERAGE = 0.9
 MAX_QUOTED_SHAPES = 2
+#: An argument the successes send in place of an extra one: in this share of them at least, and
+#: in at most this share of the failures (the failures never tried it).
+ALTERNATIVE_SHARE = 0.1
+ALTERNATIVE_AMONG_FAILURES = 0.05
+MAX_ALTERNATIVES = 4
 #: A recovery is a pattern when this share of the recovered failures changed the same way.
 RECOVERY_SHARE = 0.6
 _NOT_FOUND = re.compile(
@@ -55,7 +60,9 @@ _RULE = re.compile(
     r"\b(?:must|only|cannot|can ?not|can't|not allowed|not permitted|requires?|required|should|at most"
     r"|at least|exceeds?|exceeded|not available|unavailable|insufficient|does not match|do not match"
     r"|doesn't match|not supported|unsupported|expected|before|after|first|already|too (?:many|large|long)"
-    r"|out of range|no longer|not eligible|limit)\b",
+    r"|out of range|no longer|not eligible|limit|not enough|(?:does not|doesn't|do not) add up"
+    r"|mismatch(?:ed)?|too (?:low|high|few|short|small|big|early|late|old)|out of stock"
+    r"|(?:less|more|greater|fewer) than)\b",
     re.I,
 )
 #: Categories whose errors are no rule of the tool (a timeout, a throttle, an unknown id …).
@@ -281,9 +288,27 @@ def extra_argument_fixes(
     if not extra or len(extra) > MAX_FIX_NAMES:
         return []
     where = _where(failures, successes)
+    do = f"Leave {and_list(extra)} out of {where.place}"
+    # what the successes send that the failures do not (the argument in its place: a block's type
+    # itself, not a "type" holding it), when it fits the action whole
+    instead = [
+        k
+        for k in sorted(
+            {k for _, a in passing for k in a} & known,
+            key=lambda k: (-share(passing, lambda p, k=k: k in p[1]), k),
+        )
+        if share(passing, lambda p, k=k: k in p[1]) >= ALTERNATIVE_SHARE
+        and share(failing, lambda p, k=k: k in p[1]) <= ALTERNATIVE_AMONG_FAILURES
+    ][:MAX_ALTERNATIVES]
+    while instead and len(f"{do}; send {or_list(instead)} instead") > MAX_ACTION_CHARS:
+        instead.pop()
+    if instead and len(extra) + len(instead) <= MAX_FIX_NAMES:
+        do = f"{do}; send {or_list(instead)} instead"
+    else:
+        instead = []
     return [
         Fix(
-            "extra_argument", tuple(extra), f"Calling {where.call}", f"Leave {and_list(extra)} out of {where.place}",
+            "extra_argument", (*extra, *instead), f"Calling {where.call}", do,
             f"{where.sent} with {and_list(extra)}", tuple(f for f, a in failing if set(extra) & set(a)),
             tuple(s for s, a in passing if not set(extra) & set(a)),
         )
@@ -490,8 +515,8 @@ def argument_fixes(
     """The argument rules' fixes for one failure group (the contrasts first, then recoveries)."""
     return [
         *value_shape_fixes(failures, successes, vocabulary),
+        *extra_argument_fixes(failures, successes, vocabulary),  # before missing: it may say both
         *missing_argument_fixes(failures, successes, vocabulary),
-        *extra_argument_fixes(failures, successes, vocabulary),
         *preceding_call_fixes(failures, successes, vocabulary),
         *recovery_fixes(failures, vocabulary),
     ]

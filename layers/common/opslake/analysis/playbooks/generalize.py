@@ -62,7 +62,8 @@ _SQL_ITEM = re.compile(r"'[^'\n]{0,200}'")
 
 
 def _instances_pattern(instances: Mapping[str, str]) -> re.Pattern[str] | None:
-    """One pattern for every instance value (longest first, whole words, case aside); a value of
+    """One pattern for every instance value (longest first, whole words, case aside, never a part
+    of a name such as ``tool:local-python-execute``); a value of
     two characters (a state code) only quoted and in its own case (``'AZ'``: "in", "or", ``'ok'``
     stay words)."""
     values = sorted(instances, key=lambda v: (-len(v), v))[:MAX_INSTANCE_WORDS]
@@ -70,7 +71,10 @@ def _instances_pattern(instances: Mapping[str, str]) -> re.Pattern[str] | None:
     codes = [re.escape(v) for v in values if len(v) < 3]
     alternatives = []
     if words:
-        alternatives.append(r"(?i:(?<![\w{])(?:" + "|".join(words) + r")(?:s|es)?(?![\w}]))")
+        # whole words, not a part of a name joined by - . or : (tool:local-python-execute)
+        alternatives.append(
+            r"(?i:(?<![\w{])(?<!\w[-.:])(?:" + "|".join(words) + r")(?:s|es)?(?![\w}])(?![-.:]\w))"
+        )
     if codes:
         alternatives.append(r"(?<=['\"])(?:" + "|".join(codes) + r")(?=['\"])")
     return re.compile("|".join(alternatives)) if alternatives else None

@@ -210,13 +210,20 @@ def _names_a_specific(
     spoken = EMPTY_PHRASES.sub(" ", _without_generalized(skeleton(action)))
     if _ID_FORM.search(spoken) or _NUMBER_UNIT.search(spoken):
         return True
-    real = (
-        vocabulary.fields | set(vocabulary.tables) | {c for cols in vocabulary.tables.values() for c in cols}
-    )
+    tabled = set(vocabulary.tables) | {c for cols in vocabulary.tables.values() for c in cols}
+    real = vocabulary.fields | tabled
+
+    # for an agent's own tool, an argument of some other tool is a word that happens to be a name
+    # there ("paths" of a file reader, in advice about a shell tool), not something of this tool
+    tool = vocabulary.tool(endpoint) if endpoint else None
+    elsewhere: frozenset[str] = frozenset()
+    if tool is not None and not tool.route:
+        elsewhere = vocabulary.fields - {a.name for a in vocabulary.arguments(tool.endpoint)} - tabled
 
     def is_name(word: str) -> bool:
-        """A known name, not only one of the normalizer's placeholder words (num, date, id …)."""
-        return names.knows(word) and (word not in PLACEHOLDERS or word in real)
+        """A known name, not only one of the normalizer's placeholder words (num, date, id …), and
+        not only another tool's argument."""
+        return names.knows(word) and (word not in PLACEHOLDERS or word in real) and word not in elsewhere
 
     if any(is_name(key) for key in _JSON_KEY.findall(spoken)):
         return True  # a request's field shown as a JSON key
