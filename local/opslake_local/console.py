@@ -9,6 +9,7 @@ what the commands print, nothing more.
 from __future__ import annotations
 
 import io
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,13 +41,23 @@ def _width(texts: Sequence[str]) -> int:
     return max(cell_len(line) for text in texts for line in text.splitlines() or [""])
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """``text`` with control characters written as escapes (``\x1b``)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
 def text_table(
     header: Sequence[str], rows: Sequence[Sequence[Any]], *, cell: Callable[[Any], str] = str
 ) -> str:
     """A plain-text table: left-aligned text, right-aligned numbers, a dashed rule under the header,
     columns two spaces apart and no trailing spaces. ``cell`` turns a value into its text."""
     # Tabs expanded here, where widths are measured: rich would expand them later and cut the cell.
-    cells = [[cell(v).expandtabs() for v in row] for row in rows]
+    # Other control characters are shown escaped: a cell may hold what a client sent (a tool's name),
+    # and an escape sequence must not reach the terminal.
+    cells = [[_visible(cell(v).expandtabs()) for v in row] for row in rows]
     widths = [_width([str(name), *(row[i] for row in cells)]) for i, name in enumerate(header)]
     table = Table(box=None, padding=(0, _GAP), collapse_padding=True, pad_edge=False, header_style="")
     for index, name in enumerate(header):

@@ -48,7 +48,8 @@ class Running:
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     state = tmp_path_factory.mktemp("cli") / "local.json"
-    with LocalStack(env_overrides=QUIET_ENV) as stack:
+    # the jobs read up to now (no settling delay): what a test just sent is in their window
+    with LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_ANALYZER_SETTLE_S": "0"}) as stack:
         invoker = stack.invoker()
         api = LocalApi(stack, invoker, key_max_age_s=0)  # see every revoke at once
         base_url = api.start()
@@ -589,3 +590,40 @@ def test_invoke_ask_uses_the_model_the_shell_names(
         answer = json.loads(out)
         assert answer["statusCode"] == 200, answer["body"]
         assert json.loads(answer["body"])["status"] == "cannot_answer" and len(llm.completions) == 1
+
+
+def test_tools_register_then_list_shows_the_catalog_with_client_text_escaped(
+    running: Running, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``opslake tools register`` stores an MCP tools/list result; after a consolidator run,
+    ``tools list`` shows the registered tool as known before any traffic, and ``--all`` shows what
+    one key alone sent, with an escape sequence in an argument's name written out, never sent to
+    the terminal. A file that is no tool schema is a usage error that says why."""
+    schema = {"tools": [{"name": "book_room", "inputSchema": {"type": "object", "properties": {
+        "room_id": {"type": "string", "pattern": "^R[0-9]{3}$"}}, "required": ["room_id"]}}]}  # fmt: skip
+    path = tmp_path / "rooms.json"
+    path.write_text(json.dumps(schema))
+    code, out, err = running.cli(capsys, "tools", "register", str(path))
+    assert code == 0, err
+    assert "registered 1 tool(s)" in out and "tool:book_room" in out
+    (tmp_path / "bad.json").write_text('{"tools": 3}')
+    code, _, err = running.cli(capsys, "tools", "register", str(tmp_path / "bad.json"))
+    assert code == 2 and "bad.json" in err
+
+    code, out, err = running.cli(capsys, "keys", "create", "runtime-tools")
+    assert code == 0, err
+    key = _created_key(out)
+    hostile = {"\x1b[2Jwipe": 1}
+    assert running.post(key, endpoint="tool:odd", input_summary=json.dumps(hostile)).status_code == 202
+    running.drainer.drain()
+    code, out, err = running.cli(capsys, "schedule", "run", "ConsolidatorFunction")
+    assert code == 0, err
+
+    code, out, err = running.cli(capsys, "tools", "list")
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if "tool:book_room" in line)
+    assert "room_id" in row and "yes" in row
+    assert "tool:odd" not in out  # one key alone: not known
+    code, out, err = running.cli(capsys, "tools", "list", "--all")
+    assert code == 0, err
+    assert "tool:odd" in out and "\x1b" not in out and "\\x1b[2Jwipe" in out

@@ -6,6 +6,7 @@ independent reporters showed, or a team declared)."""
 from __future__ import annotations
 
 import json
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +25,7 @@ from opslake.analysis.catalog.known import vocabulary_of
 from opslake.analysis.catalog.shapes import pattern, raw_shape, spoken, value_shape, value_shape_sql
 from opslake.analysis.reporters import ReporterTrust
 from opslake.lake import derived
-from opslake.models.catalog import MAX_SHAPES, ToolCatalog
+from opslake.models.catalog import MAX_SHAPES, MAX_TOOLS, ToolCatalog
 from opslake.models.window import Window
 from opslake.query.dialect import to_duckdb
 
@@ -166,6 +167,38 @@ def test_the_window_s_tally_is_rows_per_tool_argument_shape_and_predecessor() ->
     assert kinds[("tool", "/tables/{name}", None, None)]["by_server"] is True
 
 
+def test_a_hostile_call_with_hundreds_of_arguments_cuts_no_tool_from_the_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the answer's bound (scaled down here), the rarest items go, never the tools: one call
+    with 250 argument names reports its tool's most called arguments, and every tool stays."""
+    import opslake.analysis.catalog.catalog_sql as catalog_sql
+
+    monkeypatch.setattr(catalog_sql, "MAX_WINDOW_ROWS", 100)
+    rows = tally([*booking_ops(), op(100, "k9", "tool:aaa", {f"a{i}": 1 for i in range(250)})])
+    tools = {r["endpoint"] for r in rows if r["kind"] == "tool"}
+    assert {"tool:pay", "tool:find_booking", "tool:aaa", "tool:odd_thing"} <= tools
+    assert (
+        sum(r["kind"] == "argument" and r["endpoint"] == "tool:aaa" for r in rows)
+        <= catalog_sql.WINDOW_ARGUMENTS
+    )
+    assert ("preceded_by", "tool:pay") in {(r["kind"], r["endpoint"]) for r in rows}
+
+
+def test_a_reporter_key_is_one_witness_whatever_agents_it_claims(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reporter-level key's seventh claimed agent still witnesses for it (only a runtime key's
+    agents are capped), and an op without an agent adds no empty witness."""
+    monkeypatch.setattr(sys.modules[__name__], "TRUST", ReporterTrust(levels={"k1": "reporter"}))
+    ops = [op(a, "k1", "tool:early", {"x": 1}) | {"agent_id": f"agent-{a}"} for a in range(7)]
+    ops += [
+        op(50, "k1", "tool:late", {"x": 1}) | {"agent_id": "agent-6"},
+        op(51, "k2", "tool:late", {"x": 1}),
+    ]
+    ops += [op(52, "k2", "tool:late", {"x": 2}) | {"agent_id": None}]
+    late = next(r for r in tally(ops) if r["kind"] == "tool" and r["endpoint"] == "tool:late")
+    assert json.loads(late["witnesses"]) == ["k1", "k2"]
+
+
 def test_only_what_two_reporters_showed_or_a_team_declared_is_known() -> None:
     catalog = fold(ToolCatalog(), tally(booking_ops()), now=NOW)
     vocabulary = vocabulary_of(catalog)
@@ -209,6 +242,10 @@ def test_folding_adds_up_windows_and_keeps_every_list_bounded() -> None:
          "distinct_shapes": 500, "witnesses": '["k1"]'}
         for i in range(500)
     ]  # fmt: skip
+    many += [
+        {"kind": "tool", "endpoint": "tool:x", "calls": 500, "failures": 0, "witnesses": '["k1"]'},
+        {"kind": "argument", "endpoint": "tool:x", "name": "city", "calls": 500, "failures": 0, "witnesses": '["k1"]'},
+    ]  # fmt: skip
     bounded = fold(ToolCatalog(), many, now=NOW)
     argument = bounded.tool("tool:x").argument("city")  # type: ignore[union-attr]
     assert argument is not None and len(argument.shapes) == MAX_SHAPES and argument.distinct_shapes == 500
@@ -216,6 +253,43 @@ def test_folding_adds_up_windows_and_keeps_every_list_bounded() -> None:
                "reporter_count": 2}]  # fmt: skip
     with_errors = fold(once, [], now=NOW, signatures=errors)
     assert [e.signature_id for e in with_errors.tool("tool:pay").errors] == ["sig_1"]  # type: ignore[union-attr]
+
+
+def test_one_key_s_junk_crowds_out_nothing_two_keys_showed() -> None:
+    """One key calling 400 made-up tools each window cannot push out a tool two keys call (the
+    catalog keeps what two keys showed first), nor a made-up argument push out a real one."""
+    catalog = ToolCatalog()
+    for hour in range(3):
+        junk = [
+            {"kind": "tool", "endpoint": f"tool:junk{i:03d}", "calls": 50, "failures": 0, "witnesses": '["k9"]'}
+            for i in range(400)
+        ]  # fmt: skip
+        junk += [
+            {"kind": "argument", "endpoint": "tool:pay", "name": f"junk{i}", "calls": 50, "failures": 0,
+             "witnesses": '["k9"]'}
+            for i in range(40)
+        ]  # fmt: skip
+        catalog = fold(catalog, [*tally(booking_ops()), *junk], now=NOW + timedelta(hours=hour))
+    pay = catalog.tool("tool:pay")
+    assert pay is not None and catalog.tool("tool:find_booking") is not None
+    assert {"payment_id", "amount"} <= {a.name for a in pay.arguments}
+    assert len(catalog.tools) == MAX_TOOLS
+
+
+def test_a_registered_schema_withdrawn_or_corrected_is_declared_no_more() -> None:
+    """The declarations are the registered schemas as they stand: a typo corrected leaves only the
+    corrected argument declared; a withdrawn set leaves nothing declared (and a tool nobody called
+    goes); schemas that could not be read (None) keep what was declared."""
+    typo = declared_tools({"tools": [{"name": "pay", "inputSchema": {"properties": {"paymnet_id": {}}}}]})
+    fixed = declared_tools({"tools": [{"name": "pay", "inputSchema": {"properties": {"payment_id": {}}}}]})
+    first = fold(ToolCatalog(), [], now=NOW, declared=typo)
+    corrected = fold(first, [], now=NOW, declared=fixed)
+    assert [(a.name, a.declared) for a in corrected.tool("tool:pay").arguments] == [("payment_id", True)]  # type: ignore[union-attr]
+    assert fold(corrected, [], now=NOW, declared=None).tool("tool:pay").declared  # type: ignore[union-attr]
+    assert fold(corrected, [], now=NOW, declared=[]).tools == []
+    seen = fold(corrected, tally(booking_ops()), now=NOW, declared=[])
+    pay = seen.tool("tool:pay")
+    assert pay is not None and not pay.declared and not any(a.declared for a in pay.arguments)
 
 
 def test_the_catalog_table_has_the_glue_schema_and_says_what_is_known() -> None:

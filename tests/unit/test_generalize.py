@@ -129,3 +129,29 @@ def test_generalize_is_bounded_on_long_hostile_text() -> None:
     text = "W" + "1" * 5000 + " 'a" * 3000 + " Tucson," * 1000
     out, replaced = generalize(text)
     assert "{city}" in out and replaced
+
+
+def test_one_key_cannot_make_words_instances() -> None:
+    """Instances are values enough reporters sent to a known argument: one key's tool (or one
+    key's extra values of a real argument) adds none, so it cannot get entries refused as tied to
+    an instance ("send", "the") nor turn an enum's constants into instances."""
+    from opslake.models.catalog import ArgumentStat, ShapeStat, ToolCatalog, ToolStat
+
+    two, one = ["k1", "k2"], ["k3"]
+    words = ["send", "the", "arguments", "first", "form", "digits", "ticket", "create", "body"]
+    evil = ToolStat(
+        endpoint="tool:evil", calls=50, witnesses=one,
+        arguments=[ArgumentStat(name="note", calls=50, witnesses=one, distinct_shapes=len(words),
+                                shapes=[ShapeStat(shape=w, calls=5, witnesses=one) for w in words])],
+    )  # fmt: skip
+    priority = [ShapeStat(shape=p, calls=9, witnesses=two) for p in ("high", "low", "urgent")]
+    priority += [ShapeStat(shape=w, calls=1, witnesses=one) for w in words]  # one key's extra values
+    real = ToolStat(
+        endpoint="tool:ticket", calls=90, witnesses=two,
+        arguments=[ArgumentStat(name="priority", calls=90, witnesses=two, shapes=priority, distinct_shapes=12)],
+    )  # fmt: skip
+    vocabulary = vocabulary_of(ToolCatalog(tools=[evil, real]))
+    assert vocabulary.instances == {}
+    assert vocabulary.is_enum(vocabulary.arguments("tool:ticket")[0])
+    text = "Send priority as one of high, low or urgent in the tool:ticket arguments first"
+    assert _generalize(text, vocabulary.instances, vocabulary.fields) == (text, [])

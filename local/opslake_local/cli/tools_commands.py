@@ -42,11 +42,17 @@ def catalog_target(args: argparse.Namespace) -> tuple[Any, str, Any, str, str]:
 
 
 def read_tables(args: argparse.Namespace) -> dict[str, list[str]]:
-    """The target's Glue tables and columns (what the fence and the gate know of opslake's own data)."""
+    """The target's Glue tables and columns (what the fence and the gate know of opslake's own data);
+    a CliError naming the database when Glue cannot be read."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from opslake.jobs.catalog import read_tables as glue_tables
 
     _, _, glue, database, _ = catalog_target(args)
-    return glue_tables(glue, database)
+    try:
+        return glue_tables(glue, database)
+    except (BotoCoreError, ClientError) as exc:
+        raise CliError(f"cannot read the tables of Glue database {database!r}: {exc}") from exc
 
 
 def catalog_rows(s3: Any, bucket: str) -> list[dict[str, Any]]:

@@ -159,8 +159,8 @@ _KEYWORDS: tuple[tuple[Category, float, re.Pattern[str]], ...] = (
 )
 _OTHER_CONFIDENCE = 0.3
 
-# Name extraction from raw errors (agent-supplied text: see _clean).
-_COLUMN_NAMES = (
+# Name extraction from raw errors (agent-supplied text: see clean_name).
+COLUMN_NAMES = (
     re.compile(r"Column '([^']{1,200})' cannot be resolved"),
     re.compile(r"Referenced column \"([^\"]{1,200})\""),
     re.compile(r"column \"?([\w.$]{1,200})\"? (?:does not exist|not found)", _I),
@@ -192,7 +192,7 @@ _SQL_ENDPOINT = re.compile(r"sql|query|athena", _I)
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f`\\]+|<{2,}|>{2,}")
 
 
-def _clean(raw: str, limit: int = MAX_NAME_CHARS) -> str | None:
+def clean_name(raw: str, limit: int = MAX_NAME_CHARS) -> str | None:
     """A plain identifier from agent text (letters, digits, ``_.$:-``), cut to ``limit``; else None."""
     name = raw.strip()
     if not name or not _PLAIN_NAME.match(name):
@@ -218,7 +218,7 @@ def _names(
         for pattern in patterns:
             for match in pattern.finditer(error):
                 raw = match.group(1)
-                name = _clean(raw.rsplit(".", 1)[-1] if last_part else raw)
+                name = clean_name(raw.rsplit(".", 1)[-1] if last_part else raw)
                 if name and name not in found:
                     found.append(name)
                     if len(found) >= MAX_NAMES:
@@ -298,7 +298,7 @@ def diagnose_heuristically(
 
 
 def _unknown_column(sig: Signature, ep: str, errors: list[str]) -> tuple[str, str, bool]:
-    what = _named("Column", _names(errors, _COLUMN_NAMES), "does not exist", "do not exist")
+    what = _named("Column", _names(errors, COLUMN_NAMES), "does not exist", "do not exist")
     if _SQL_ENDPOINT.search(ep):
         fix = "call GET /tables/{name} and use the listed columns before writing SQL"
     else:
@@ -312,7 +312,7 @@ def _unknown_table(sig: Signature, ep: str, errors: list[str]) -> tuple[str, str
     available: list[str] = []
     for error in errors:
         if match := _AVAILABLE_TABLES.search(error):
-            available = [n for n in (_clean(p) for p in match[1].split(",")) if n][:6]
+            available = [n for n in (clean_name(p) for p in match[1].split(",")) if n][:6]
             break
     if "not allowed" in " ".join(errors) or sig.error_type == "sql_table_not_allowed":
         what = _named("Table", names, "is not allowed", "are not allowed")
@@ -336,8 +336,8 @@ def _not_found(
     for error in errors:
         match = _MISSING_ID.search(error) or _NOT_FOUND_ID.search(error)
         if match:
-            kind = kind or (_clean(match[1], 30) or "")
-            name = _clean(match[2] or match.group(match.lastindex or 2) or "")
+            kind = kind or (clean_name(match[1], 30) or "")
+            name = clean_name(match[2] or match.group(match.lastindex or 2) or "")
             if name and name not in ids:
                 ids.append(name)
         if len(ids) >= MAX_NAMES:
@@ -429,15 +429,21 @@ def _resource_exhausted(sig: Signature, ep: str, errors: list[str]) -> tuple[str
     return cause, fix, True
 
 
+def missing_field_parts(error: str) -> list[str]:
+    """What an error says is missing: the parts of a "missing required …: a, b or c" list (a part
+    may hold alternatives, "city or state"), then the names of pydantic's "<name>: Field required"."""
+    parts = []
+    if match := _MISSING_FIELDS.search(error):
+        parts = [p.strip() for p in match[1].split(",")]
+    return parts + _REQUIRED_FIELD.findall(error)
+
+
 def _validation(sig: Signature, ep: str, errors: list[str]) -> tuple[str, str, bool]:
     missing: list[str] = []
     for error in errors:
-        if match := _MISSING_FIELDS.search(error):
-            parts = (p.strip() for p in re.split(r",| or |;", match[1]))
-            missing.extend(n for n in (_clean(p) for p in parts) if n and n not in missing)
-        missing.extend(
-            n for n in (_clean(m) for m in _REQUIRED_FIELD.findall(error)) if n and n not in missing
-        )
+        for part in missing_field_parts(error):
+            names = (clean_name(p.strip()) for p in re.split(r" or |;", part))
+            missing.extend(n for n in names if n and n not in missing)
         if missing:
             break
     text = " ".join([sig.template, *errors])

@@ -441,29 +441,22 @@ class Analyzer(ScheduledJob[AnalyzerRun]):
         """What the diagnoser may name and show the model: the tool catalog as the consolidator last
         published it and the Glue tables. A part that cannot be read is reported; the run goes on
         (advice that names what is not known is refused, and the heuristic answers)."""
-        from opslake.jobs.catalog import read_tables
+        from opslake.jobs.catalog import read_tables, vocabulary_read_error
 
         catalog, tables = ToolCatalog(), {}
         if self.catalog is not None:
             try:
                 catalog = self.catalog.current()
             except Exception as exc:  # S3 errors and a malformed object alike
-                self._vocabulary_error(report, "tool catalog", exc)
+                vocabulary_read_error(report.vocabulary_errors, "tool catalog", exc)
         if self.glue is not None:
             try:
                 tables = read_tables(self.glue, self.settings.glue_database)
             except Exception as exc:  # botocore's ClientError and the like
-                self._vocabulary_error(report, "Glue tables", exc)
+                vocabulary_read_error(report.vocabulary_errors, "Glue tables", exc)
         return vocabulary_of(
             catalog, tables, trust=self.trust, min_reporters=self.settings.playbook_min_reporters
         )
-
-    @staticmethod
-    def _vocabulary_error(report: AnalyzerRun, what: str, exc: Exception) -> None:
-        message = f"{what}: {type(exc).__name__}: {exc}"[:500]
-        report.vocabulary_errors.append(message)
-        logger.warning("part of the vocabulary could not be read; the run goes on without it", error=message)
-        metrics.add_metric(name="CatalogReadErrors", unit="Count", value=1)
 
     def _diagnose(
         self,

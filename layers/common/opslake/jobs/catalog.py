@@ -38,6 +38,18 @@ def declared_key(name: str) -> str:
     return f"{DECLARED_PREFIX}{name}.json"
 
 
+def vocabulary_read_error(errors: list[str], what: str, exc: Exception) -> None:
+    """A part of the vocabulary (the catalog, the Glue tables, the signatures, the registered
+    schemas) could not be read: added to the run's ``errors``, logged and counted (metric
+    ``CatalogReadErrors``); the run goes on with what it has."""
+    from opslake.observability import logger, metrics
+
+    message = f"{what}: {type(exc).__name__}: {exc}"[:500]
+    errors.append(message)
+    logger.warning("part of the vocabulary could not be read; the run goes on without it", error=message)
+    metrics.add_metric(name="CatalogReadErrors", unit="Count", value=1)
+
+
 def read_tables(glue: Any, database: str) -> dict[str, list[str]]:
     """Every table and view of the Glue database with its columns (partition keys included)."""
     tables: dict[str, list[str]] = {}

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from opslake.analysis.catalog.catalog_sql import catalog_window_sql, signatures_sql
 from opslake.analysis.catalog.fold import fold
-from opslake.analysis.catalog.known import Vocabulary
+from opslake.analysis.catalog.known import Vocabulary, vocabulary_of
 from opslake.analysis.corrections import OutcomeRow, count_corrections
 from opslake.analysis.heuristics import classify
 from opslake.analysis.playbooks import (
@@ -297,9 +297,9 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         # over a window scheduled runs counted adds its calls again to the counts; what makes an
         # item known, its witnesses, is a union and does not change.)
         catalog = self._catalog(catalog, window, now, report)
-        vocabulary = Vocabulary(
-            catalog=catalog,
-            tables={t: tuple(c) for t, c in self._tables(report).items()},
+        vocabulary = vocabulary_of(
+            catalog,
+            self._tables(report),
             trust=self.trust,
             min_reporters=self.settings.playbook_min_reporters,
         )
@@ -489,6 +489,8 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
         schemas folded in. The window's tally is a query like the others (its failure fails the
         run, which is redone); signatures and schemas that cannot be read are reported and the
         run goes on with the ones it knew."""
+        from opslake.jobs.catalog import vocabulary_read_error
+
         rows = self.query(catalog_window_sql(self.table, window, self.trust), report)
         report.catalog_rows = len(rows)
         signatures: list[dict[str, Any]] | None = None
@@ -496,33 +498,26 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             signatures = self.query(signatures_sql(), report)
         except QueryFailedError as exc:
             if "TABLE_NOT_FOUND" not in exc.message:  # no analyzer deployed: no templates to know
-                self._catalog_error(report, "signatures", exc)
-        declared = []
+                vocabulary_read_error(report.catalog_errors, "signatures", exc)
+        declared = None  # unread: the declarations known stay
         if self.catalog is not None:
             try:
                 declared = self.catalog.declared()
             except Exception as exc:  # S3 errors and a malformed object alike: reported, never silent
-                self._catalog_error(report, "registered schemas", exc)
+                vocabulary_read_error(report.catalog_errors, "registered schemas", exc)
         return fold(catalog, rows, now=now, signatures=signatures, declared=declared)
 
     def _tables(self, report: ConsolidatorRun) -> dict[str, list[str]]:
         """The Glue catalog's tables and columns (what an entry may name of opslake's own data)."""
         if self.glue is None:
             return {}
-        from opslake.jobs.catalog import read_tables
+        from opslake.jobs.catalog import read_tables, vocabulary_read_error
 
         try:
             return read_tables(self.glue, self.settings.glue_database)
         except Exception as exc:  # botocore's ClientError and the like: reported, the run goes on
-            self._catalog_error(report, "Glue tables", exc)
+            vocabulary_read_error(report.catalog_errors, "Glue tables", exc)
             return {}
-
-    @staticmethod
-    def _catalog_error(report: ConsolidatorRun, what: str, exc: Exception) -> None:
-        message = f"{what}: {type(exc).__name__}: {exc}"[:500]
-        report.catalog_errors.append(message)
-        logger.warning("part of the vocabulary could not be read; the run goes on without it", error=message)
-        metrics.add_metric(name="CatalogReadErrors", unit="Count", value=1)
 
     def _diagnoses(self, window: Window, report: ConsolidatorRun) -> list[dict[str, Any]]:
         try:
@@ -686,9 +681,9 @@ def _change_entry(
         raise LeaseLostError("a consolidator run holds the lease: try again in a minute")
     try:
         before = [PlaybookEntry.model_validate(raw) for raw in lease.state.data.get("entries", [])]
-        vocabulary = Vocabulary(
-            catalog=ToolCatalog.model_validate(lease.state.data.get("catalog") or {}),
-            tables={t: tuple(c) for t, c in (tables or {}).items()},
+        vocabulary = vocabulary_of(
+            ToolCatalog.model_validate(lease.state.data.get("catalog") or {}),
+            tables,
             trust=ReporterTrust.from_settings(settings),
             min_reporters=settings.playbook_min_reporters,
         )

@@ -15,7 +15,6 @@ independent reporters showed it (:mod:`opslake.analysis.catalog.known`) or a tea
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -122,7 +121,3 @@ class ToolCatalog(_Frozen):
 
     def tool(self, endpoint: str) -> ToolStat | None:
         return next((t for t in self.tools if t.endpoint == endpoint), None)
-
-
-def empty_catalog(now: datetime | None = None) -> ToolCatalog:
-    return ToolCatalog(updated_at=now)

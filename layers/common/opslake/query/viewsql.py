@@ -71,8 +71,8 @@ def passthrough_columns(sql: str) -> frozenset[str]:
 
 
 def joined_tables(sql: str) -> frozenset[tuple[str, str]]:
-    """The tables the view's top SELECT looks values up in with a LEFT JOIN, as (database or '',
-    name), lower case: no partition predicate is pushed into them."""
+    """The tables the view's top SELECT joins (any kind of join), as (database or '', name), lower
+    case: no partition predicate is pushed into them."""
     try:
         tree = _parse(sql)
     except sqlglot.errors.ParseError:

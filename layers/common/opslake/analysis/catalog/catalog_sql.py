@@ -24,7 +24,7 @@ from opslake.analysis.playbooks.contrast_sql import calls_only
 from opslake.analysis.playbooks.evidence_sql import witness_sql
 from opslake.analysis.playbooks.grouping import IGNORED_ENDPOINTS, REQUEST_METHODS
 from opslake.analysis.reporters import RUNTIME_MAX_REPORTERS, ReporterTrust
-from opslake.models.catalog import MAX_PREDECESSORS, MAX_SHAPES, MAX_WITNESSES
+from opslake.models.catalog import MAX_ARGUMENTS, MAX_PREDECESSORS, MAX_SHAPES, MAX_WITNESSES
 from opslake.models.window import Window
 from opslake.query.sqltext import sql_string_list, window_predicate
 
@@ -35,12 +35,19 @@ ROW_KINDS = ("tool", "argument", "shape", "preceded_by")
 SERVER_SOURCES = ("gateway", "mcp")
 #: Endpoints of agent runs, not tool calls.
 AGENT_PREFIX = "agent:"
-MAX_ARGUMENT_ROWS = 50_000  # a bound on the answer, whatever a window holds
+#: Rows of one window's answer at most, whatever it holds (tools first: :func:`catalog_window_sql`).
+MAX_WINDOW_ROWS = 50_000
+#: Arguments of one tool a window reports, the most called first (the catalog keeps
+#: :data:`~opslake.models.catalog.MAX_ARGUMENTS` of them over all windows).
+WINDOW_ARGUMENTS = 2 * MAX_ARGUMENTS
 
 
 def _witnesses(expr: str = "w") -> str:
     """JSON text of an item's distinct witnesses (at most :data:`MAX_WITNESSES`)."""
-    return f"json_format(CAST(slice(array_sort(array_agg(DISTINCT {expr})), 1, {MAX_WITNESSES}) AS JSON))"
+    return (
+        f"json_format(CAST(slice(array_sort(array_agg(DISTINCT {expr}) FILTER (WHERE {expr} IS NOT NULL)), "
+        f"1, {MAX_WITNESSES}) AS JSON))"
+    )
 
 
 def catalog_window_sql(table: str, window: Window, trust: ReporterTrust) -> str:
@@ -49,16 +56,19 @@ def catalog_window_sql(table: str, window: Window, trust: ReporterTrust) -> str:
     ``distinct_shapes``, ``witnesses`` (JSON text), ``first_seen``, ``last_seen``, ``by_server``:
     the API recorded the tool's calls itself, so it is one of opslake's routes)."""
     methods = "|".join(REQUEST_METHODS)
-    return f"""WITH calls AS (
+    return f"""WITH witnessed AS (
   SELECT op_id, reporter_id, endpoint, ts, success, coalesce(input_summary, '') AS input,
          coalesce(source, '') IN ({sql_string_list(SERVER_SOURCES)}) AS by_server,
-         coalesce(session_id, trace_id) AS session,
-         CASE WHEN dense_rank() OVER (PARTITION BY reporter_id ORDER BY agent_id) <= {RUNTIME_MAX_REPORTERS}
-              THEN {witness_sql(trust)} END AS w
+         coalesce(session_id, trace_id) AS session, {witness_sql(trust)} AS witness
   FROM {table}
   WHERE {window_predicate(window)} AND {trust.sql_predicate("reporter_id")} AND {calls_only()}
     AND endpoint NOT IN ({sql_string_list(IGNORED_ENDPOINTS)})
     AND substr(endpoint, 1, {len(AGENT_PREFIX)}) <> '{AGENT_PREFIX}'
+), calls AS (
+  -- a key's first witnesses count (a reporter key has one; a runtime key one per claimed agent)
+  SELECT *, CASE WHEN dense_rank() OVER (PARTITION BY reporter_id ORDER BY witness) <= {RUNTIME_MAX_REPORTERS}
+                 THEN witness END AS w
+  FROM witnessed
 ), requests AS (
   SELECT *, regexp_like(input, '^({methods}) /') AS is_request,
          CASE WHEN strpos(input, ' ') > 0 THEN substr(input, strpos(input, ' ') + 1) ELSE '' END AS rest
@@ -99,6 +109,10 @@ def catalog_window_sql(table: str, window: Window, trust: ReporterTrust) -> str:
          row_number() OVER (PARTITION BY endpoint, arg ORDER BY count(*) DESC, shape) AS pick,
          count(*) OVER (PARTITION BY endpoint, arg) AS distinct_shapes
   FROM shaped GROUP BY endpoint, arg, shape
+), arguments AS (
+  SELECT endpoint, arg, count(*) AS calls, count_if(NOT success) AS failures, {_witnesses()} AS witnesses,
+         row_number() OVER (PARTITION BY endpoint ORDER BY count(*) DESC, arg) AS pick
+  FROM shaped GROUP BY endpoint, arg
 ), firsts AS (
   SELECT reporter_id, session, endpoint, min(ts) AS first_ts
   FROM calls WHERE session IS NOT NULL GROUP BY reporter_id, session, endpoint
@@ -110,21 +124,26 @@ def catalog_window_sql(table: str, window: Window, trust: ReporterTrust) -> str:
     ON f.reporter_id = c.reporter_id AND f.session = c.session AND f.first_ts < c.ts AND f.endpoint <> c.endpoint
   GROUP BY c.endpoint, f.endpoint
 )
+SELECT * FROM (
 SELECT 'tool' AS kind, endpoint, CAST(NULL AS varchar) AS name, CAST(NULL AS varchar) AS shape, count(*) AS calls,
        count_if(NOT success) AS failures, CAST(NULL AS bigint) AS distinct_shapes, {_witnesses()} AS witnesses,
        min(ts) AS first_seen, max(ts) AS last_seen, bool_or(by_server) AS by_server
 FROM calls GROUP BY endpoint
 UNION ALL
-SELECT 'argument', endpoint, arg, NULL, count(*), count_if(NOT success), NULL, {_witnesses()}, NULL, NULL, NULL
-FROM shaped GROUP BY endpoint, arg
+SELECT 'argument', endpoint, arg, NULL, calls, failures, NULL, witnesses, NULL, NULL, NULL
+FROM arguments WHERE pick <= {WINDOW_ARGUMENTS}
 UNION ALL
-SELECT 'shape', endpoint, arg, shape, calls, failures, distinct_shapes, witnesses, NULL, NULL, NULL
-FROM shapes WHERE pick <= {MAX_SHAPES}
+SELECT 'shape', s.endpoint, s.arg, s.shape, s.calls, s.failures, s.distinct_shapes, s.witnesses, NULL, NULL, NULL
+FROM shapes s JOIN arguments a ON a.endpoint = s.endpoint AND a.arg = s.arg
+WHERE s.pick <= {MAX_SHAPES} AND a.pick <= {WINDOW_ARGUMENTS}
 UNION ALL
 SELECT 'preceded_by', endpoint, before, NULL, calls, failures, NULL, witnesses, NULL, NULL, NULL
 FROM preceded WHERE pick <= {MAX_PREDECESSORS}
-ORDER BY 1, 2, 3, 4
-LIMIT {MAX_ARGUMENT_ROWS}"""
+) AS items
+-- tools first, then what says most about them: a window past the bound loses the rarest items
+ORDER BY CASE kind WHEN 'tool' THEN 0 WHEN 'preceded_by' THEN 1 WHEN 'argument' THEN 2 ELSE 3 END, calls DESC,
+         endpoint, name, shape
+LIMIT {MAX_WINDOW_ROWS}"""
 
 
 def signatures_sql() -> str:

@@ -117,24 +117,34 @@ def _add(stat: _Shape | _Argument | _Tool, row: Mapping[str, Any]) -> None:
     stat.witnesses = _witnesses(stat.witnesses, _parse_witnesses(row.get("witnesses")))
 
 
-def _rank(items: Mapping[str, Any]) -> list[str]:
-    """Names, declared ones first, then the most called, then by name."""
+def _keys(witnesses: Iterable[str]) -> int:
+    """How many keys the witnesses are of, up to two (a runtime key's witness is ``key/agent``,
+    with a ``/`` in the key escaped)."""
+    return min(2, len({w.split("/", 1)[0] for w in witnesses}))
 
-    def key(name: str) -> tuple[bool, int, str]:
-        item = items[name]
-        declared = bool(getattr(item, "declared", False))
-        return (not declared, -item.calls, name)
 
-    return sorted(items, key=key)
+def _order(name: str, item: _Shape | _Argument | _Tool) -> tuple[bool, bool, int, int, str]:
+    """Declared first, then opslake's routes, then what two keys showed, then the most called: one
+    key sending hundreds of names crowds out none of what others showed."""
+    declared = bool(getattr(item, "declared", False))
+    return (not declared, not getattr(item, "route", False), -_keys(item.witnesses), -item.calls, name)
+
+
+def _rank(items: Mapping[str, _Shape | _Argument | _Tool]) -> list[str]:
+    """Names in the order the catalog keeps them (:func:`_order`); never one that nobody calls
+    any more and no team declares (a withdrawn declaration)."""
+    kept = [n for n, item in items.items() if item.calls or getattr(item, "declared", False)]
+    return sorted(kept, key=lambda n: _order(n, items[n]))
 
 
 def _freeze(tools: dict[str, _Tool], now: datetime) -> ToolCatalog:
     frozen = []
-    for endpoint, tool in tools.items():
+    for endpoint in _rank(tools)[:MAX_TOOLS]:
+        tool = tools[endpoint]
         arguments = []
         for name in _rank(tool.arguments)[:MAX_ARGUMENTS]:
             a = tool.arguments[name]
-            shapes = sorted(a.shapes.items(), key=lambda s: (-s[1].calls, s[0]))[:MAX_SHAPES]
+            shapes = [(n, a.shapes[n]) for n in _rank(a.shapes)[:MAX_SHAPES]]
             arguments.append(
                 ArgumentStat(
                     name=name, calls=a.calls, failures=a.failures, witnesses=a.witnesses,
@@ -143,7 +153,7 @@ def _freeze(tools: dict[str, _Tool], now: datetime) -> ToolCatalog:
                     distinct_shapes=max(a.distinct_shapes, len(a.shapes)), **a.declared,
                 )
             )  # fmt: skip
-        preceded = sorted(tool.preceded_by.items(), key=lambda p: (-p[1].calls, p[0]))[:MAX_PREDECESSORS]
+        preceded = [(n, tool.preceded_by[n]) for n in _rank(tool.preceded_by)[:MAX_PREDECESSORS]]
         frozen.append(
             ToolStat(
                 endpoint=endpoint, calls=tool.calls, failures=tool.failures, witnesses=tool.witnesses,
@@ -154,8 +164,7 @@ def _freeze(tools: dict[str, _Tool], now: datetime) -> ToolCatalog:
                 declared=tool.declared, description=tool.description, route=tool.route,
             )
         )  # fmt: skip
-    frozen.sort(key=lambda t: (not t.declared, -t.calls, t.endpoint))
-    return ToolCatalog(updated_at=now, tools=frozen[:MAX_TOOLS])
+    return ToolCatalog(updated_at=now, tools=frozen)
 
 
 def fold(
@@ -164,11 +173,13 @@ def fold(
     *,
     now: datetime,
     signatures: Sequence[Mapping[str, Any]] | None = None,
-    declared: Sequence[ToolStat] = (),
+    declared: Sequence[ToolStat] | None = None,
 ) -> ToolCatalog:
     """The catalog with a window's rows (:func:`~.catalog_sql.catalog_window_sql`) added, the
     error templates taken from ``signatures`` (rows of :func:`~.catalog_sql.signatures_sql`;
-    None keeps the ones known) and the ``declared`` tools' schemas laid over what was seen."""
+    None keeps the ones known) and the ``declared`` tools' schemas laid over what was seen: the
+    registered schemas as they stand now (one withdrawn or corrected is no longer declared; None,
+    when they could not be read, keeps the declarations known)."""
     tools = _thaw(catalog)
     for row in rows:
         endpoint, kind, name = str(row["endpoint"]), row["kind"], row.get("name")
@@ -197,6 +208,12 @@ def fold(
             )  # fmt: skip
         for endpoint, tool in tools.items():
             tool.errors = sorted(by_endpoint.get(endpoint, []), key=lambda e: (-e.count, e.signature_id))
+    if declared is None:
+        return _freeze(tools, now)
+    for tool in tools.values():
+        tool.declared, tool.description = False, None
+        for argument in tool.arguments.values():
+            argument.declared = {}
     for spec in declared:
         tool = tools.setdefault(spec.endpoint, _Tool())
         tool.declared, tool.description = True, spec.description

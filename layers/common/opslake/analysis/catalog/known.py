@@ -19,7 +19,7 @@ from functools import cached_property
 from opslake.analysis.catalog.shapes import has_digits, is_typed, pattern, spoken
 from opslake.analysis.fence import KnownNames, default_known, endpoint_refusal
 from opslake.analysis.reporters import ReporterTrust
-from opslake.models.catalog import ArgumentStat, ToolCatalog, ToolStat
+from opslake.models.catalog import ArgumentStat, ShapeStat, ToolCatalog, ToolStat
 
 #: An argument with at most this many distinct word shapes is an enum (its values are constants
 #: worth naming); with more, its word values are instances (cities, names) a lesson must not name.
@@ -87,27 +87,36 @@ class Vocabulary:
             and s.failures * 2 < s.calls
         ]
 
+    def shapes(self, argument: ArgumentStat) -> list[ShapeStat]:
+        """An argument's value shapes that enough reporters sent (one key cannot add values)."""
+        return [s for s in argument.shapes if self.vouched(s.witnesses)]
+
     def is_enum(self, argument: ArgumentStat) -> bool:
-        """Whether an argument's values are a few constants (declared enum, or few distinct word shapes)."""
+        """Whether an argument's values are a few constants: a declared enum, or at most
+        :data:`MAX_ENUM_SHAPES` word shapes, counting those enough reporters sent (one key sending
+        many values cannot turn an enum's constants into instances)."""
         if argument.enum:
             return True
-        words = [s for s in argument.shapes if not is_typed(s.shape) and not has_digits(s.shape)]
-        return (
-            bool(words) and argument.distinct_shapes <= MAX_ENUM_SHAPES and len(words) == len(argument.shapes)
-        )
+        shapes = self.shapes(argument)
+        words = [s for s in shapes if not is_typed(s.shape) and not has_digits(s.shape)]
+        return bool(words) and len(shapes) <= MAX_ENUM_SHAPES and len(words) == len(shapes)
 
     @cached_property
     def instances(self) -> dict[str, str]:
-        """Word values of arguments that take many (cities, names, products), as sent, each with
-        the argument it is a value of: an entry naming one is tied to that instance."""
+        """Word values of known arguments that take many (cities, names, products), as enough
+        reporters sent them, each with the argument it is a value of: an entry naming one is tied
+        to that instance. A known name (a tool, an argument) is never an instance."""
+        names = {n.lower() for n in (*self.tools, *self.fields)}
         found: dict[str, str] = {}
-        for tool in self.catalog.tools:
-            for argument in tool.arguments:
-                if argument.enum or argument.distinct_shapes <= MAX_ENUM_SHAPES:
+        for endpoint in self.tools:
+            for argument in self.arguments(endpoint):
+                if self.is_enum(argument):
                     continue
-                for s in argument.shapes:
-                    if not is_typed(s.shape) and not has_digits(s.shape) and len(s.shape.strip()) >= 2:
-                        found.setdefault(s.shape.strip(), argument.name)
+                for s in self.shapes(argument):
+                    value = s.shape.strip()
+                    typed = is_typed(value) or has_digits(value)
+                    if not typed and len(value) >= 2 and value.lower() not in names:
+                        found.setdefault(value, argument.name)
         return found
 
     @cached_property

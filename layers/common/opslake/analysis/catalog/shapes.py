@@ -13,7 +13,7 @@ A shape keeps what tells a reader the value's *form* and drops what makes it one
 
 Words stay as they are: a value made of words is either one of a few constants (an enum: ``high``,
 ``gift_card``) or an instance (a city, a name), and the catalog tells the two apart by how many
-distinct shapes an argument takes (:func:`opslake.analysis.catalog.model.ToolArgument.is_enum`).
+distinct shapes an argument takes (:meth:`opslake.analysis.catalog.known.Vocabulary.is_enum`).
 
 :func:`spoken` and :func:`pattern` say a shape the way an entry states it ("W + 5 digits",
 ``W[0-9]{5}``). Pure and stdlib only.

@@ -48,6 +48,7 @@ from opslake.analysis.catalog.known import Vocabulary
 from opslake.analysis.fence import HTTP_METHODS
 from opslake.analysis.playbooks.grouping import CandidateGroup, group_key, input_shape
 from opslake.analysis.reporters import ReporterTrust, cap_witnesses
+from opslake.models.ops import MAX_ID_CHARS
 from opslake.models.playbooks import (
     MAX_DRAFT_EXCERPTS,
     MAX_EVIDENCE,
@@ -159,6 +160,9 @@ class Fix:
     #: the keys whose successes back the fix, when they are not ``successes``' (a recovery's are
     #: the failing sessions' own next calls)
     success_keys: tuple[str | None, ...] | None = None
+    #: a preceding call that says where ids come from (the failures' ids were not found): the kind
+    #: the rules before the catalog called ``id_source``
+    id_source: bool = False
 
     @property
     def backers(self) -> set[str | None]:
@@ -207,7 +211,7 @@ def contrast_key(fix: Fix, endpoint: str, task_class: str | None) -> str:
         kind = "fields"
     elif kind == "value_shape" and names[0] in parameters and len(names) == 2:
         kind, names = "id_format", names[1:]
-    elif kind == "preceding_call" and fix.do.startswith("Take "):
+    elif kind == "preceding_call" and fix.id_source:
         kind = "id_source"
     return group_key("contrast", endpoint, task_class, kind, ",".join(sorted(names)))
 
@@ -256,6 +260,8 @@ def fixes_for(failures: Sequence[Sample], successes: Sequence[Sample], vocabular
     for fix in found:
         if len(fix.backers) < MIN_SUCCESS_REPORTERS or len(fix.names) > MAX_FIX_NAMES:
             continue
+        if any(len(name) > MAX_ID_CHARS for name in fix.names):
+            continue  # a name an entry cannot carry (four long forms joined): a fix too long to state
         if fix.kind == "recovery" and any(
             set(fix.names[:1]) & set(" ".join(k.names).replace("|", " ").split()) for k in kept
         ):
@@ -286,13 +292,13 @@ def contrast_groups(
     # one group per fix (kind and names) of an (endpoint, task class): the first signature's, except
     # that "take the ids from X's answer" (ids not found) says more than "call X first"
     groups: dict[tuple[str, str | None, str, tuple[str, ...]], CandidateGroup] = {}
+    kept_id_source: dict[tuple[str, str | None, str, tuple[str, ...]], bool] = {}
     for (endpoint, task_class, signature_id), failing in sorted(failures.items(), key=lambda i: str(i[0])):
         for fix in fixes_for(failing, successes.get((endpoint, task_class), []), vocabulary):
             group = _group(fix, endpoint, task_class, signature_id, trust)
             identity = (endpoint, task_class, fix.kind, tuple(sorted(fix.names)))
             kept = groups.get(identity)
-            if kept is None or (
-                fix.do.startswith("Take ") and not (kept.fix_action or "").startswith("Take ")
-            ):
+            if kept is None or (fix.id_source and not kept_id_source.get(identity, False)):
                 groups[identity] = group
+                kept_id_source[identity] = fix.id_source
     return sorted(groups.values(), key=lambda g: g.group_key)

@@ -21,7 +21,7 @@ from typing import Any
 from opslake.analysis.catalog.arguments import call_arguments
 from opslake.analysis.catalog.known import Vocabulary
 from opslake.analysis.catalog.shapes import has_digits, is_typed, pattern, spoken, value_shape
-from opslake.analysis.heuristics import _MISSING_FIELDS, _REQUIRED_FIELD, classify
+from opslake.analysis.heuristics import classify, missing_field_parts
 from opslake.analysis.masking import template_of
 from opslake.analysis.playbooks.contrast import (
     FAILURE_SHARE,
@@ -65,6 +65,9 @@ _RULE = re.compile(
     r"|(?:less|more|greater|fewer) than)\b",
     re.I,
 )
+#: A route (``POST /log``) or another tool (``tool:x``) in an error: a refusal that sends its reader
+#: to another service states no rule of this tool, and it is how a planted error would steer agents.
+_ELSEWHERE = re.compile(r"(?<![\w/<>.])/[A-Za-z][\w{}\-]*|\b[A-Za-z][\w\-]*:[A-Za-z_][\w\-]*")
 #: Categories whose errors are no rule of the tool (a timeout, a throttle, an unknown id …).
 _NO_RULE_CATEGORIES = frozenset(
     {"timeout", "rate_limit", "auth", "not_found", "unknown_column", "unknown_table"}
@@ -200,10 +203,7 @@ def _required_by_errors(failures: Sequence[Sample], known: set[str]) -> list[tup
     argument named in an error that says something is missing or required."""
     groups: list[tuple[str, ...]] = []
     for failure in failures:
-        listed: list[str] = []
-        if match := _MISSING_FIELDS.search(failure.error):
-            listed = [p.strip() for p in match[1].split(",")]
-        listed += _REQUIRED_FIELD.findall(failure.error)
+        listed = missing_field_parts(failure.error)
         if not listed and _MISSING.search(failure.error):
             listed = [
                 n for n in sorted(known) if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", failure.error)
@@ -374,7 +374,7 @@ def preceding_call_fixes(
     where = _where(failing, successes)
     parameters = _path_parameters(endpoint)
     guessed = (
-        _guessed_argument(failing) or (parameters[0] if len(parameters) == 1 else None) if missing else None
+        (_guessed_argument(failing) or (parameters[0] if len(parameters) == 1 else None)) if missing else None
     )
     if guessed:
         # where the ids come from: of the calls made first, the ones named like what was guessed
@@ -390,7 +390,7 @@ def preceding_call_fixes(
         said = said if said.endswith("s") else f"{said} values"
         do = f"Take {said} from a {or_list(chosen)} answer; never guess them"
         return [Fix("preceding_call", names, f"Calling {where.call}", do, f"{said} written from memory",
-                    tuple(failing), backed)]  # fmt: skip
+                    tuple(failing), backed, id_source=True)]  # fmt: skip
     return [
         Fix(
             "preceding_call", names, f"Calling {where.call}", f"Call {or_list(chosen)} before {where.call}",
@@ -478,8 +478,8 @@ def _template(failures: Sequence[Sample], vocabulary: Vocabulary) -> str:
 
 def error_rule_fixes(failures: Sequence[Sample], vocabulary: Vocabulary) -> list[Fix]:
     """``error_rule`` (an ``avoid`` entry): the error's template states a rule in words ("must",
-    "only", "not allowed", "first" …), and is no timeout, throttle, unknown id or name: the entry
-    quotes it, masked. Its reporters are the failing ops' witnesses, like any contrast's."""
+    "only", "not allowed", "first" …), is no timeout, throttle, unknown id or name, and names no
+    route or other tool: the entry quotes it, masked. Its reporters are the failing ops' witnesses, like any contrast's."""
     first = failures[0]
     template = _template(failures, vocabulary)
     quoted = template.split(" | ", 2)[2] if template.count(" | ") >= 2 else ""
@@ -490,6 +490,8 @@ def error_rule_fixes(failures: Sequence[Sample], vocabulary: Vocabulary) -> list
         return []
     if len(re.findall(r"[A-Za-z]{2,}", quoted)) < 4 or "'" in quoted:
         return []
+    if any(m != first.endpoint for m in _ELSEWHERE.findall(quoted)):
+        return []  # it names a route or another tool: no rule of this tool
     call = route_call(method_of(failures), first.endpoint)
     head = f"{call} refuses '"
     room = MAX_ACTION_CHARS - len(head) - 1

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from opslake.analysis.catalog.known import Vocabulary
-from opslake.analysis.heuristics import _COLUMN_NAMES, _clean
+from opslake.analysis.heuristics import COLUMN_NAMES, clean_name
 from opslake.analysis.playbooks.contrast import (
     MIN_SUCCESS_REPORTERS,
     MIN_SUCCESSES,
@@ -66,14 +66,14 @@ def _quoted_names(names_by_reporter: Mapping[str, set[str]]) -> list[str]:
     kept = [
         (name, len(reporters))
         for name, reporters in names_by_reporter.items()
-        if len(reporters) >= MIN_NAME_REPORTERS and _clean(name) == name
+        if len(reporters) >= MIN_NAME_REPORTERS and clean_name(name) == name
     ]
     kept.sort(key=lambda p: (-p[1], p[0]))
     return [name for name, _ in kept[:MAX_QUOTED]]
 
 
 def _unresolved_column(error: str) -> str | None:
-    for pattern in _COLUMN_NAMES:
+    for pattern in COLUMN_NAMES:
         match = pattern.search(error)
         if match:
             return match[1].rsplit(".", 1)[-1].strip('"').lower()

@@ -250,6 +250,11 @@ def _data(text: str | None, limit: int) -> str | None:
     return None if text is None else prompt_text(text[: limit * 2])[:limit]
 
 
+#: How much of a tool's catalog a prompt shows (the slice is evidence, not the whole catalog).
+SLICE_ARGUMENTS, SLICE_FORMS, SLICE_TEMPLATES, SLICE_PREDECESSORS = 20, 6, 5, 5
+MAX_SLICE_FORM_CHARS, MAX_SLICE_TEMPLATE_CHARS = 80, 300
+
+
 def catalog_slice(endpoint: str, vocabulary: Vocabulary | None) -> dict[str, Any] | None:
     """What the catalog knows of one tool, as a prompt shows it (data): its known arguments with
     their forms (and declared type, enum, pattern), its error templates and the tools called
@@ -259,13 +264,13 @@ def catalog_slice(endpoint: str, vocabulary: Vocabulary | None) -> dict[str, Any
     tool = vocabulary.tool(endpoint)
     assert tool is not None
     arguments = []
-    for argument in vocabulary.arguments(endpoint)[:20]:
+    for argument in vocabulary.arguments(endpoint)[:SLICE_ARGUMENTS]:
         item: dict[str, Any] = {"name": argument.name, "calls": argument.calls, "failures": argument.failures}
-        forms = vocabulary.forms(endpoint, argument.name)[:6]
+        forms = vocabulary.forms(endpoint, argument.name)[:SLICE_FORMS]
         if forms and (
             vocabulary.is_enum(argument) or not vocabulary.instances.keys() & {f.lower() for f in forms}
         ):
-            item["forms"] = forms
+            item["forms"] = [_data(f, MAX_SLICE_FORM_CHARS) for f in forms]
         item.update({k: v for k, v in (("type", argument.type), ("enum", argument.enum), ("pattern", argument.pattern),
                                          ("required", argument.required)) if v})  # fmt: skip
         arguments.append(item)
@@ -274,8 +279,14 @@ def catalog_slice(endpoint: str, vocabulary: Vocabulary | None) -> dict[str, Any
         "calls": tool.calls,
         "failures": tool.failures,
         "arguments": arguments,
-        "error_templates": [_data(t, 300) for t in vocabulary.templates.get(endpoint, [])[:5]],
-        "called_before_it": [p.endpoint for p in tool.preceded_by if vocabulary.vouched(p.witnesses)][:5],
+        "error_templates": [
+            _data(t, MAX_SLICE_TEMPLATE_CHARS)
+            for t in vocabulary.templates.get(endpoint, [])[:SLICE_TEMPLATES]
+        ],
+        # the known tools only (a name the fence admits), as the diagnoser's sources
+        "called_before_it": [p.endpoint for p in tool.preceded_by if p.endpoint in vocabulary.tools][
+            :SLICE_PREDECESSORS
+        ],
     }
 
 

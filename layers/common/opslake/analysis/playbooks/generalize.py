@@ -3,7 +3,7 @@ literals) replaced by what they stand for, so that a lesson holds for every agen
 
 What counts as an instance is read from data, never from a list in code: ids, uuids, dates and
 quoted numbers by their shape, and word values by the tool catalog — a word that an argument takes
-among many (:attr:`~opslake.analysis.catalog.known.Vocabulary.instance_values`: cities, names,
+among many (:attr:`~opslake.analysis.catalog.known.Vocabulary.instances`: cities, names,
 products) becomes ``{<argument>}`` ("staff job: assembler in Tucson, AZ" → "staff job: {role} in
 {city}, {state}" where the catalog saw ``role``, ``city`` and ``state`` take many values), and a
 request's string literals become ``{<field>}`` or ``{str}``.
@@ -61,19 +61,55 @@ _SQL_IN = re.compile(r"\bin\s*\((?P<items>[^()\n]{1,400})\)", re.I)
 _SQL_ITEM = re.compile(r"'[^'\n]{0,200}'")
 
 
-def _instances_pattern(instances: Mapping[str, str]) -> re.Pattern[str] | None:
-    """One pattern for every instance value (longest first, whole words, case aside, never a part
-    of a name such as ``tool:local-python-execute``); a value of
-    two characters (a state code) only quoted and in its own case (``'AZ'``: "in", "or", ``'ok'``
-    stay words)."""
-    values = sorted(instances, key=lambda v: (-len(v), v))[:MAX_INSTANCE_WORDS]
-    words = [re.escape(v) for v in values if len(v) >= 3]
+@dataclass(frozen=True)
+class _Index:
+    """The instance values by their first word (lower case), and each value's argument by the
+    value in lower case."""
+
+    by_first_word: dict[str, list[str]]
+    argument: dict[str, str]
+
+
+def _index(instances: Mapping[str, str]) -> _Index:
+    """The index of ``instances``, built once per mapping (the vocabulary's, cached with it): a text
+    is matched only against the values whose first word it holds, so its cost follows the text,
+    not the thousands of values a catalog may hold."""
+    cached = _INDEXES.get(id(instances))
+    if cached is not None and cached[0] is instances:
+        return cached[1]
+    by_first_word: dict[str, list[str]] = {}
+    for value in sorted(instances, key=lambda v: (-len(v), v))[:MAX_INSTANCE_WORDS]:
+        first = _WORDS.search(value.lower())
+        if first:
+            by_first_word.setdefault(first[0], []).append(value)
+    index = _Index(by_first_word, {value.lower(): name for value, name in instances.items()})
+    if len(_INDEXES) >= _INDEXES_KEPT:
+        _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[id(instances)] = (instances, index)  # the mapping is kept: its id is not reused
+    return index
+
+
+_WORDS = re.compile(r"\w+")
+_INDEXES: dict[int, tuple[Mapping[str, str], _Index]] = {}
+_INDEXES_KEPT = 8
+
+
+def _instances_pattern(instances: Mapping[str, str], text: str) -> re.Pattern[str] | None:
+    """One pattern for the instance values ``text`` may hold (longest first, whole words, case
+    aside, never a part of a name such as ``tool:local-python-execute``); a value of two characters
+    (a state code) only quoted and in its own case (``'AZ'``: "in", "or", ``'ok'`` stay words)."""
+    index = _index(instances).by_first_word
+    words = set()
+    for word in _WORDS.findall(text.lower()):
+        words |= {word, word[:-1], word[:-2]} if word.endswith("s") else {word}
+    values = sorted({v for w in words for v in index.get(w, ())}, key=lambda v: (-len(v), v))
+    long = [re.escape(v) for v in values if len(v) >= 3]
     codes = [re.escape(v) for v in values if len(v) < 3]
     alternatives = []
-    if words:
+    if long:
         # whole words, not a part of a name joined by - . or : (tool:local-python-execute)
         alternatives.append(
-            r"(?i:(?<![\w{])(?<!\w[-.:])(?:" + "|".join(words) + r")(?:s|es)?(?![\w}])(?![-.:]\w))"
+            r"(?i:(?<![\w{])(?<!\w[-.:])(?:" + "|".join(long) + r")(?:s|es)?(?![\w}])(?![-.:]\w))"
         )
     if codes:
         alternatives.append(r"(?<=['\"])(?:" + "|".join(codes) + r")(?=['\"])")
@@ -90,7 +126,7 @@ def generalize(
     ``{str}``; SQL → ``'{str}'``, or ``'{argument}'`` when the literal is an instance)."""
     replaced: list[Replaced] = []
     instances = instances or {}
-    lowered = {value.lower(): name for value, name in instances.items()}
+    lowered = _index(instances).argument if instances else {}
 
     def sub(
         pattern: re.Pattern[str], kind: str, text: str, make: str | Callable[[re.Match[str]], str]
@@ -114,7 +150,7 @@ def generalize(
     out = sub(_ID_IN_PATH, "id", out, lambda m: m[0] if _is_shape(m[0], m["digits"]) else "{id}")
     out = sub(_ID, "id", out, lambda m: m[0] if _is_shape(m["id"], m["digits"]) else ID_PHRASE)
     out = sub(_QUOTED_NUMBER, "number", out, lambda m: f"{m['q']}{{num}}{m['q']}")
-    pattern = _instances_pattern(instances)
+    pattern = _instances_pattern(instances, out)
     if pattern is not None:
         out = sub(pattern, "instance", out, instance)
     out = sub(_JSON_VALUE, "literal", out, lambda m: _json_value(m, fields))

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from pydantic import ValidationError
+
 from opslake.analysis.catalog.known import Vocabulary
 from opslake.analysis.fence import (
     ELLIPSIS,
@@ -294,21 +296,42 @@ def merge_candidates(
         reporters = list(supporting_reporters(candidate)[-MAX_TRACKED_AGENTS:])
         vouched = publishable(group.source, trust.count(reporters), min_reporters, free_text_min_reporters)
         status: Literal["proposed", "active"] = "active" if vouched and not approval_mode else "proposed"
-        entries[entry_id] = PlaybookEntry(
-            entry_id=entry_id, trigger=draft.trigger, action=draft.action, kind=draft.kind,
-            confidence=draft.confidence, domain=draft.domain, scope=draft.scope, endpoint=group.endpoint,
-            task_class=group.task_class, signature_id=group.signature_id, group_key=group.group_key,
-            source=group.source, distilled_by=candidate.distilled_by,
-            evidence_op_ids=list(group.op_ids[-MAX_EVIDENCE:]), evidence_excerpts=list(draft.evidence_excerpts),
-            evidence_agents=list(group.agents), evidence_agent_count=group.agent_count,
-            evidence_reporters=reporters, evidence_reporter_count=trust.count(reporters), status=status,
-            created_at=now, updated_at=now, published_at=now if status == "active" else None,
-            instead_of=draft.instead_of, fix_kind=group.fix_kind, fix_names=list(group.fix_names),
-            fix_failures=group.fix_failures, fix_successes=group.fix_successes,
-        )  # fmt: skip
+        try:
+            entry = _new_entry(entry_id, candidate, reporters, status, now, trust)
+        except ValidationError as error:
+            # a value the contract refuses (a name past the id limit …): this candidate is refused,
+            # never the run
+            problem = error.errors()[0]
+            where = ".".join(str(p) for p in problem.get("loc", ()))
+            result.rejected.append(Rejection(group.group_key, f"invalid entry: {where}: {problem['msg']}"))
+            continue
+        entries[entry_id] = entry
         result.created.append(entry_id)
     result.entries = sorted(entries.values(), key=lambda e: e.entry_id)
     return result
+
+
+def _new_entry(
+    entry_id: str,
+    candidate: DistilledCandidate,
+    reporters: list[str],
+    status: Literal["proposed", "active"],
+    now: datetime,
+    trust: ReporterTrust,
+) -> PlaybookEntry:
+    group, draft = candidate.group, candidate.draft
+    return PlaybookEntry(
+        entry_id=entry_id, trigger=draft.trigger, action=draft.action, kind=draft.kind,
+        confidence=draft.confidence, domain=draft.domain, scope=draft.scope, endpoint=group.endpoint,
+        task_class=group.task_class, signature_id=group.signature_id, group_key=group.group_key,
+        source=group.source, distilled_by=candidate.distilled_by,
+        evidence_op_ids=list(group.op_ids[-MAX_EVIDENCE:]), evidence_excerpts=list(draft.evidence_excerpts),
+        evidence_agents=list(group.agents), evidence_agent_count=group.agent_count,
+        evidence_reporters=reporters, evidence_reporter_count=trust.count(reporters), status=status,
+        created_at=now, updated_at=now, published_at=now if status == "active" else None,
+        instead_of=draft.instead_of, fix_kind=group.fix_kind, fix_names=list(group.fix_names),
+        fix_failures=group.fix_failures, fix_successes=group.fix_successes,
+    )  # fmt: skip
 
 
 @dataclass
