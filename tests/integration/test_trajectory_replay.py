@@ -6,7 +6,7 @@ drains, the analyzer and consolidator run, and the lake is scored against the se
 (bench/trajectories/swe-agent/causes.json).
 
 What holds today and must keep holding: every tool call lands as exactly one op, every failed call
-gets a signature, and no signature mixes two real causes.
+gets a signature, no signature mixes two real causes, and no published entry is generic.
 """
 
 from __future__ import annotations
@@ -73,3 +73,5 @@ def test_every_tool_call_lands_once_and_no_signature_mixes_two_causes(bench: Non
     # every real cause has its own signature(s): a signature's ops share one cause
     assert set(result.signatures_per_cause) == {"S01", "S02", "S03", "S04", "S05"}
     assert result.consolidator and not result.consolidator[0]["errors"]
+    # what the consolidator publishes from real traffic names something of its tool (issue 24)
+    assert result.generic_entries == 0 and all(not e["generic"] for e in result.entries)

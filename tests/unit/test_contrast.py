@@ -658,3 +658,24 @@ def test_a_model_cannot_rewrite_what_a_contrast_entry_says_instead_of() -> None:
     draft, by = distill(group, lambda prompt, schema: answer, model="m")
     assert by == "m" and draft is not None and draft.action == answer["action"]
     assert draft.instead_of == group.instead_of == "a body with only need and count"
+
+
+def test_one_agent_name_under_two_keys_is_two_runs_of_it() -> None:
+    """One agent deployed by two runtimes (two keys) claims one name: its failures are repeated
+    across runs, as two names would be; one key alone claiming the name stays one."""
+    base = datetime(2026, 11, 23, 2, 0, tzinfo=UTC)
+
+    def op(n: int, key: str, success: bool) -> dict[str, Any]:
+        return {
+            "op_id": f"op-{n}", "ts": (base + timedelta(seconds=n)).isoformat(), "agent_id": "one-agent",
+            "reporter_id": key, "session_id": f"s-{n}", "endpoint": "tool:save_note", "success": success,
+            "source": "otlp", "error_type": None if success else "tool_error",
+            "error": None if success else "note must have a title", "input_summary": '{"body": "x"}',
+        }  # fmt: skip
+
+    two_keys = [op(n, ("k1", "k2")[n % 2], False) for n in range(4)] + [
+        op(10 + n, "k1", True) for n in range(2)
+    ]
+    assert {r["side"] for r in samples(two_keys)} == {"failure", "success"}
+    one_key = [op(n, "k1", False) for n in range(4)] + [op(10 + n, "k1", True) for n in range(2)]
+    assert samples(one_key) == []

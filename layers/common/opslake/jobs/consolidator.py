@@ -56,6 +56,7 @@ from opslake.analysis.playbooks import (
     review,
     snapshot,
 )
+from opslake.analysis.playbooks.contrast import TRANSIENT_CATEGORIES
 from opslake.analysis.playbooks.deltas import Delta, diff, merge_author
 from opslake.analysis.playbooks.evidence_sql import (
     evidence_ops,
@@ -95,8 +96,6 @@ if TYPE_CHECKING:
     from opslake.lake.compaction import Compactor
     from opslake.llm import LlmClient
 
-#: Failure categories no call shape avoids (the tool or its backend was slow or throttled).
-TRANSIENT = frozenset({"timeout", "rate_limit"})
 LLM_AGENT_ID = CONSOLIDATOR_REPORTER  # the reporter_id of this job's model calls (never evidence)
 MAX_OUTCOME_ROWS = 200_000
 DISTILL_SYSTEM = (
@@ -351,7 +350,7 @@ class Consolidator(ScheduledJob[ConsolidatorRun]):
             for r in contrast_rows
             if r.get("side") == "failure"
             and classify(r.get("error_type"), [r.get("error_type") or "", r.get("error") or ""])[0]
-            not in TRANSIENT
+            not in TRANSIENT_CATEGORIES
         }
         drafts = distill_groups(
             groups,

@@ -97,6 +97,14 @@ def value_shape_sql(raw: str, text: str) -> str:
     )
 
 
+#: How an entry says a type shape: in words, never as the ``<object>`` a reader (and the lesson
+#: fence, which refuses markup) would take for a tag.
+_SPOKEN_TYPES = {
+    "<num>": "a number", "<bool>": "true or false", "<object>": "an object", "<array>": "an array",
+    "<uuid>": "a UUID", "<email>": "an email address", "<url>": "a URL", "<text>": "text",
+}  # fmt: skip
+
+
 def is_typed(shape: str) -> bool:
     """Whether a shape is a JSON type or a masked kind (``<num>``, ``<uuid>`` …), not a form."""
     return shape in TYPE_SHAPES
@@ -111,7 +119,7 @@ def spoken(shape: str) -> str:
     prefix as "W + 5 digits" / "CUS- + 6 digits", digits alone as "6 digits", anything else as its
     shape (``9999-99-99``)."""
     if is_typed(shape):
-        return {"<num>": "a number", "<bool>": "true or false", "<text>": "text"}.get(shape, shape)
+        return _SPOKEN_TYPES.get(shape, shape)
     match = re.fullmatch(r"([^9]*?)(9+)", shape)
     if match and not re.search("[0-9]", match[1]):
         prefix, digits = match[1], len(match[2])

@@ -62,6 +62,9 @@ SUCCESS_SHARE = 0.8  # a trait of the successes: in at least this share of them
 FAILURE_SHARE = 0.2  # and in at most this share of the failures
 MIN_SUCCESSES = 2  # successes a fix needs behind it
 MIN_SUCCESS_REPORTERS = 2  # keys whose successes must back a fix (one key's successes prove nothing)
+#: Failure categories no call shape avoids (the tool or its backend was slow or throttled): no
+#: argument contrast, and no success shape drafted, for them.
+TRANSIENT_CATEGORIES = frozenset({"timeout", "rate_limit"})
 
 
 # ---- samples and calls ---------------------------------------------------------------------------
@@ -163,6 +166,8 @@ class Fix:
     #: a preceding call that says where ids come from (the failures' ids were not found): the kind
     #: the rules before the catalog called ``id_source``
     id_source: bool = False
+    #: the arguments the fix says to leave out ("Leave x out of …")
+    left_out: tuple[str, ...] = ()
 
     @property
     def backers(self) -> set[str | None]:
@@ -226,6 +231,8 @@ def _group(
         w for s in fix.failures if (w := trust.witness(s.reporter_id, s.agent_id)) is not None
     )
     agents = sorted({s.agent_id for s in ops})
+    # claimed agents counted per key, as the samples' query counts them (contrast_sql.AGENT_RUN)
+    runs = len({(s.reporter_id or "", s.agent_id) for s in ops})
     failing_inputs = [f.linked_input or f.input_summary for f in fix.failures]
     excerpts = list(dict.fromkeys(t for t in (*failing_inputs, *(f.error for f in fix.failures)) if t))
     op_ids = [*(s.op_id for s in fix.failures), *(s.op_id for s in fix.successes)]
@@ -234,7 +241,7 @@ def _group(
         group_key=contrast_key(fix, endpoint, task_class),
         source="contrast", kind=kind, endpoint=endpoint, task_class=task_class,
         template=input_shape(failing_inputs[0]) if failing_inputs and failing_inputs[0] else fix.kind,
-        op_ids=tuple(op_ids[:MAX_EVIDENCE]), agents=tuple(agents[:MAX_TRACKED_AGENTS]), agent_count=len(agents),
+        op_ids=tuple(op_ids[:MAX_EVIDENCE]), agents=tuple(agents[:MAX_TRACKED_AGENTS]), agent_count=runs,
         count=len(fix.failures), excerpts=tuple(excerpts[:MAX_DRAFT_EXCERPTS]), signature_id=signature_id,
         reporters=tuple(sorted(witnesses))[:MAX_TRACKED_AGENTS], reporter_count=trust.count(witnesses),
         fix_kind=fix.kind, fix_names=fix.names, instead_of=fix.instead_of, fix_action=fix.do, fix_when=fix.when,
@@ -244,7 +251,8 @@ def _group(
 
 def fixes_for(failures: Sequence[Sample], successes: Sequence[Sample], vocabulary: Vocabulary) -> list[Fix]:
     """Every rule's fixes for one failure group (same endpoint, task class and signature); the rule
-    quoted as an ``avoid`` entry only when no other rule found a fix for it."""
+    quoted as an ``avoid`` entry when no other rule found a fix for it, or in place of a "leave x
+    out" when the tool's stated rule is about x (it takes x, in another form)."""
     from opslake.analysis.playbooks.contrast_args import argument_fixes, error_rule_fixes
     from opslake.analysis.playbooks.contrast_rules import request_fixes
 
@@ -252,7 +260,9 @@ def fixes_for(failures: Sequence[Sample], successes: Sequence[Sample], vocabular
         return []
     found = [
         *request_fixes(failures, successes, vocabulary),
-        *argument_fixes(failures, successes, vocabulary),
+        # a timeout or a throttle: a smaller request may avoid it (a prompt's bound), an argument's
+        # shape or a call made first does not, whatever the successes did
+        *(argument_fixes(failures, successes, vocabulary) if not _transient(failures) else []),
     ]
     # a fix is what other keys' successes do: backed by one key alone, it is that key's word; and
     # an entry holds at most MAX_FIX_NAMES names
@@ -271,7 +281,31 @@ def fixes_for(failures: Sequence[Sample], successes: Sequence[Sample], vocabular
         ):
             continue  # "leave x out; send y instead" already says to send y
         kept.append(fix)
-    return kept or error_rule_fixes(failures, vocabulary)
+    rule = error_rule_fixes(failures, vocabulary)
+    # "leave x out" where the tool's own stated rule is about x (body.icon should be an object): the
+    # tool takes x, in another form; the successes leaving it out is no reason to. Its rule is quoted.
+    quoted = rule[0].do.casefold() if rule else ""
+    if any(_named_in(name, quoted) for k in kept for name in k.left_out):
+        return [*(k for k in kept if not any(_named_in(n, quoted) for n in k.left_out)), *rule]
+    return kept or rule
+
+
+def _named_in(name: str, text: str) -> bool:
+    """Whether ``text`` names the argument ``name`` (a whole word: ``body.icon``, ``icon``, not ``icons``)."""
+    return bool(text) and re.search(rf"(?<![\w-]){re.escape(name.casefold())}(?![\w-])", text) is not None
+
+
+def _transient(failures: Sequence[Sample]) -> bool:
+    """Whether most of a group's failures are a timeout or a throttle (the tool or its backend was
+    slow or busy), as the consolidator tells them apart for success shapes."""
+    from opslake.analysis.heuristics import classify
+
+    slow = sum(
+        1
+        for f in failures
+        if classify(f.error_type, [f.error_type or "", f.error])[0] in TRANSIENT_CATEGORIES
+    )
+    return slow * 2 > len(failures)
 
 
 def contrast_groups(

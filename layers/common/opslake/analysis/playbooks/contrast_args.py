@@ -62,7 +62,7 @@ _RULE = re.compile(
     r"|doesn't match|not supported|unsupported|expected|before|after|first|already|too (?:many|large|long)"
     r"|out of range|no longer|not eligible|limit|not enough|(?:does not|doesn't|do not) add up"
     r"|mismatch(?:ed)?|too (?:low|high|few|short|small|big|early|late|old)|out of stock"
-    r"|(?:less|more|greater|fewer) than)\b",
+    r"|(?:less|more|greater|fewer) than|make sure)\b",
     re.I,
 )
 #: A route (``POST /log``) or another tool (``tool:x``) in an error: a refusal that sends its reader
@@ -310,7 +310,7 @@ def extra_argument_fixes(
         Fix(
             "extra_argument", (*extra, *instead), f"Calling {where.call}", do,
             f"{where.sent} with {and_list(extra)}", tuple(f for f, a in failing if set(extra) & set(a)),
-            tuple(s for s, a in passing if not set(extra) & set(a)),
+            tuple(s for s, a in passing if not set(extra) & set(a)), left_out=tuple(extra),
         )
     ]  # fmt: skip
 
@@ -445,8 +445,11 @@ def recovery_fixes(failures: Sequence[Sample], vocabulary: Vocabulary) -> list[F
         instead = f"{where.sent} {'without' if verb == 'added' else 'with'} {and_list(names)}"
         do = template.format(names=and_list(names), place=where.place)
         fixes.append(
-            Fix("recovery", tuple(names), f"Calling {where.call}", do, instead, recovered, success_keys=keys)
-        )
+            Fix(
+                "recovery", tuple(names), f"Calling {where.call}", do, instead, recovered, success_keys=keys,
+                left_out=tuple(names) if verb == "removed" else (),
+            )
+        )  # fmt: skip
     for change in sorted(c for c in common if c[0] == "shape"):
         recovered, keys = backed([change])
         phrase = _form_phrase(vocabulary, endpoint, change[1], [change[3]], [change[2]])
@@ -476,6 +479,34 @@ def _template(failures: Sequence[Sample], vocabulary: Vocabulary) -> str:
     return template_of(first.endpoint, first.error_type, first.error)
 
 
+#: Where a message's clauses part ("Error executing tool x: Invalid filename: …", "… failed. Fix one: …").
+_CLAUSE_START = re.compile(r"(?<=[:.;]) (?=\S)")
+
+
+def _rule_clause(quoted: str, room: int) -> str:
+    """A quote longer than ``room`` from the latest clause start that keeps the first clause stating
+    the rule (the words :data:`_RULE` finds) within ``room``, when its head is what does not fit
+    ("Error executing tool x: Invalid filename: <*>, must be an absolute path" → "Invalid filename:
+    <*>, must be an absolute path"); else the quote as it was (cut from its start)."""
+    rule = _RULE.search(quoted)
+    if rule is None:
+        return quoted
+    stop = re.compile(r"[.;](?:\s|$)").search(quoted, rule.end())
+    end = stop.end() - 1 if stop else len(quoted)  # the rule's sentence, whole
+    if end <= room - 1:
+        return quoted
+    # a clause that starts with a masked value ("<uuid>. Make sure …") starts at its next one
+    starts = [
+        m.end()
+        for m in _CLAUSE_START.finditer(quoted)
+        if m.end() <= rule.start() and not quoted.startswith("<", m.end())
+    ]
+    for start in starts:  # the earliest start that keeps the rule's sentence in the room
+        if end - start <= room - 1:
+            return quoted[start:]
+    return quoted
+
+
 def error_rule_fixes(failures: Sequence[Sample], vocabulary: Vocabulary) -> list[Fix]:
     """``error_rule`` (an ``avoid`` entry): the error's template states a rule in words ("must",
     "only", "not allowed", "first" …), is no timeout, throttle, unknown id or name, and names no
@@ -495,6 +526,8 @@ def error_rule_fixes(failures: Sequence[Sample], vocabulary: Vocabulary) -> list
     call = route_call(method_of(failures), first.endpoint)
     head = f"{call} refuses '"
     room = MAX_ACTION_CHARS - len(head) - 1
+    if len(quoted) > room:
+        quoted = _rule_clause(quoted, room)
     if len(quoted) > room:
         quoted = quoted[: room - 1].rsplit(" ", 1)[0] + "…"
     return [

@@ -23,6 +23,8 @@ from opslake.analysis.playbooks.contrast import (
     parse_call,
     route_call,
 )
+from opslake.analysis.playbooks.contrast_sql import MAX_INPUT_CHARS
+from opslake.models.ops import TRUNCATION_MARK
 
 MIN_NAME_REPORTERS = 2  # reporters that must have written a wrong name before an entry quotes it
 MAX_QUOTED = 3
@@ -168,10 +170,21 @@ def aggregate_fixes(
     ]  # fmt: skip
 
 
+def _cut(text: str) -> bool:
+    """Whether a recorded input was cut short (ingest's truncation mark, or the samples' limit)."""
+    return text.endswith(TRUNCATION_MARK) or len(text) >= MAX_INPUT_CHARS
+
+
 def json_body_fixes(failures: Sequence[Sample], successes: Sequence[Sample]) -> list[Fix]:
     """``json_body``: the failing bodies are not JSON where the successes' are."""
     bodies = [(f, parse_call(f.input_summary)) for f in failures]
-    broken = [f for f, c in bodies if c.body_text.lstrip()[:1] in ("{", "[") and not c.parsed]
+    # a body cut at its recorded length (ingest's mark, or the samples' character limit) does not
+    # parse for that reason alone: it shows nothing about how it was written
+    broken = [
+        f
+        for f, c in bodies
+        if c.body_text.lstrip()[:1] in ("{", "[") and not c.parsed and not _cut(f.input_summary)
+    ]
     passing = [(s, c) for s in successes if (c := parse_call(s.input_summary)).body_text.strip()]
     if not broken or len(broken) * 2 < len(failures) or len(passing) < MIN_SUCCESSES:
         return []

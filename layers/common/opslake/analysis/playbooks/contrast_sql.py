@@ -38,6 +38,11 @@ INPUT_TOKENS_ATTRIBUTE = "gen_ai.usage.input_tokens"
 NOT_CALLS = ("log", "rescue", "correction")
 
 
+#: A claimed agent as a group's evidence counts it: per key (one agent name that two keys' runtimes
+#: run is two runs of it; one key claiming many names is still many claims, as before).
+AGENT_RUN = "coalesce(reporter_id, '') || '/' || coalesce(agent_id, '')"
+
+
 def calls_only(alias: str = "") -> str:
     """The records that are calls of their own (SQL predicate): not an agent's /log report, not the
     runtime's report of a retry (the retry is a call of its own), not an overseer's correction (a
@@ -66,7 +71,8 @@ def contrast_samples_sql(
     table: str, window: Window, trust: ReporterTrust, *, min_failures: int, min_agents: int
 ) -> str:
     """One row per sampled op (column ``side``: ``failure`` or ``success``) of the window's failure
-    groups with at least ``min_failures`` failures from ``min_agents`` claimed agents.
+    groups with at least ``min_failures`` failures from ``min_agents`` claimed agents (counted per
+    key: :data:`AGENT_RUN`).
 
     * failing side: (endpoint, task class, signature) groups of the ops of keys ``trust`` counts,
       without /log records, retries, corrections and opslake's own routes; the newest
@@ -101,7 +107,7 @@ def contrast_samples_sql(
          row_number() OVER (ORDER BY count(*) DESC, endpoint, task_class, signature_id) AS group_rank
   FROM f
   GROUP BY endpoint, task_class, signature_id
-  HAVING count(*) >= {int(min_failures)} AND count(DISTINCT agent_id) >= {int(min_agents)}
+  HAVING count(*) >= {int(min_failures)} AND count(DISTINCT {AGENT_RUN}) >= {int(min_agents)}
 ), fs AS (
   SELECT f.*, fg.failures,
          row_number() OVER (PARTITION BY f.endpoint, f.task_class, f.signature_id ORDER BY f.ts DESC, f.op_id) AS pick

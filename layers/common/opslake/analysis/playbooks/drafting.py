@@ -411,10 +411,15 @@ class Drafts:
     distilled_by_model: int = 0
 
 
-def generalized(draft: EntryDraft, vocabulary: Vocabulary | None = None) -> EntryDraft:
+def generalized(
+    draft: EntryDraft, vocabulary: Vocabulary | None = None, endpoint: str | None = None
+) -> EntryDraft:
     """The draft with the values of one instance replaced (:func:`~.generalize.generalize`: ids,
-    the catalog's instance words, a request's literals); a text that would outgrow its limit stays
-    as it was (the quality gate then refuses it as tied to one instance)."""
+    the catalog's instance words, a request's literals), except in a quote of one of
+    ``endpoint``'s error templates (the tool's constant text); a text that would outgrow its limit
+    stays as it was (the quality gate then refuses it as tied to one instance)."""
+    from opslake.analysis.playbooks.quality import template_quotes
+
     vocabulary = vocabulary or Vocabulary()
     update: dict[str, str] = {}
     for name, limit in (
@@ -425,7 +430,8 @@ def generalized(draft: EntryDraft, vocabulary: Vocabulary | None = None) -> Entr
         text = getattr(draft, name)
         if not text:
             continue
-        general, replaced = generalize(text, vocabulary.instances, vocabulary.fields)
+        keep = template_quotes(text, vocabulary, endpoint)
+        general, replaced = generalize(text, vocabulary.instances, vocabulary.fields, keep)
         if replaced and len(general) <= limit:
             update[name] = general
     return draft.model_copy(update=update) if update else draft
@@ -461,6 +467,6 @@ def distill_groups(
         if draft is None:
             out.nothing_specific.append(group.group_key)
             continue
-        out.candidates.append(DistilledCandidate(group, generalized(draft, vocabulary), by))
+        out.candidates.append(DistilledCandidate(group, generalized(draft, vocabulary, group.endpoint), by))
         out.distilled_by_model += int(by != HEURISTIC)
     return out

@@ -17,7 +17,7 @@ instance says nothing once generalized). Pure, besides the fence's normalization
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from opslake.analysis.fence import compatible, skeleton
@@ -117,13 +117,28 @@ def _instances_pattern(instances: Mapping[str, str], text: str) -> re.Pattern[st
 
 
 def generalize(
-    text: str, instances: Mapping[str, str] | None = None, fields: frozenset[str] = frozenset()
+    text: str,
+    instances: Mapping[str, str] | None = None,
+    fields: frozenset[str] = frozenset(),
+    keep: Collection[str] = (),
 ) -> tuple[str, list[Replaced]]:
     """``text`` (in its compatibility form) with instance values replaced, and what was replaced:
     uuids, dates, ids (in a path ``{id}``, else "an id"), quoted numbers, the word values in
     ``instances`` (value, lower case → the argument it is a value of: ``{argument}``) and a
     request's string literals (JSON values → ``{key}`` when the key is one of ``fields``, else
-    ``{str}``; SQL → ``'{str}'``, or ``'{argument}'`` when the literal is an instance)."""
+    ``{str}``; SQL → ``'{str}'``, or ``'{argument}'`` when the literal is an instance).
+    ``keep``: passages left as they are, such as a quote of the tool's own error template (the
+    analyzer masked its variable parts already: what is left is the tool's constant text, even
+    where a word of it is also some argument's value)."""
+    kept = sorted({k for k in (compatible(k) for k in keep) if k}, key=len, reverse=True)
+    if kept:
+        parts = re.split("(" + "|".join(re.escape(k) for k in kept) + ")", compatible(text))
+        replaced_all: list[Replaced] = []
+        for index, part in enumerate(parts):
+            if index % 2 == 0 and part:
+                parts[index], found = generalize(part, instances, fields)
+                replaced_all += found
+        return "".join(parts), replaced_all
     replaced: list[Replaced] = []
     instances = instances or {}
     lowered = _index(instances).argument if instances else {}
@@ -160,14 +175,17 @@ def generalize(
 
 
 def instance_values(
-    text: str, instances: Mapping[str, str] | None = None, fields: frozenset[str] = frozenset()
+    text: str,
+    instances: Mapping[str, str] | None = None,
+    fields: frozenset[str] = frozenset(),
+    keep: Collection[str] = (),
 ) -> list[Replaced]:
     """The instance values ``text`` holds, read as written and through the fence's skeleton (so a
-    full-width or look-alike ``Ԝ90519`` or ``Tucsоn`` is one too)."""
-    _, as_written = generalize(text, instances, fields)
+    full-width or look-alike ``Ԝ90519`` or ``Tucsоn`` is one too); ``keep`` as :func:`generalize`."""
+    _, as_written = generalize(text, instances, fields, keep)
     if as_written:
         return as_written
-    _, as_seen = generalize(skeleton(text), instances, fields)
+    _, as_seen = generalize(skeleton(text), instances, fields, [skeleton(k) for k in keep])
     return as_seen
 
 

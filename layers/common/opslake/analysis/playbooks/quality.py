@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 
 from opslake.analysis.catalog.known import Vocabulary
+from opslake.analysis.catalog.shapes import is_typed, spoken
 from opslake.analysis.fence import (
     HTTP_METHODS,
     MAX_CHECKED_CHARS,
@@ -89,6 +90,7 @@ _GENERALIZED = re.compile(
     + PLACEHOLDER.pattern.replace("A-Z", "")
 )
 _JSON_KEY = re.compile(r"\"([a-z_][a-z0-9_]{0,40})\"\s*:")
+_ARTICLES = frozenset({"a", "an", "or"})
 _QUOTE = re.compile(r"'([^'\n]{4,200})'")
 
 
@@ -127,7 +129,8 @@ def quality_refusal(
             "error rule, limit or SQL clause"
         )
     for label, text in (("trigger", trigger), ("action", action), ("instead of", instead_of or "")):
-        found = instance_values(text, vocabulary.instances, vocabulary.fields) if text else []
+        keep = template_quotes(text, vocabulary, endpoint)
+        found = instance_values(text, vocabulary.instances, vocabulary.fields, keep) if text else []
         if found:
             return QUALITY + f"{ONE_INSTANCE}: the {label} holds {found[0].kind} {found[0].value!r}"
     return None
@@ -253,10 +256,26 @@ def _names_catalog_item(action: str, content: list[str], vocabulary: Vocabulary,
         if name not in said:
             continue
         shapes = {s.shape.lower() for s in argument.shapes} | {v.lower() for v in argument.enum}
+        # a JSON type as an entry says it ("as an object", "as a number"): its word is the form
+        shapes |= {
+            w for s in argument.shapes if is_typed(s.shape) for w in _WORD.findall(spoken(s.shape).lower())
+        }
+        shapes -= _ARTICLES
         if said & (shapes - {name}):
             return True
     if any(form in lowered for form in vocabulary.form_texts):
         return True
-    quoted = [q.rstrip("…").strip() for q in _QUOTE.findall(compatible(action))]
+    return bool(template_quotes(action, vocabulary, endpoint))
+
+
+def template_quotes(text: str, vocabulary: Vocabulary, endpoint: str | None) -> list[str]:
+    """The quotes in ``text`` (in its compatibility form) of one of the endpoint's error templates
+    (a part of one, twelve characters or more): the tool's own constant text."""
+    if not endpoint or not text:
+        return []
     templates = [t.split(" | ", 2)[-1] for t in vocabulary.templates.get(endpoint, [])]
-    return any(len(q) >= 12 and any(t.startswith(q) for t in templates) for q in quoted)
+    if not templates:
+        return []
+    # a quote cut short ends in "…" (three dots once in its compatibility form)
+    quoted = [q.rstrip("….").strip() for q in _QUOTE.findall(compatible(text))]
+    return [q for q in quoted if len(q) >= 12 and any(q in t for t in templates)]
