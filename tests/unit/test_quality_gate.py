@@ -178,3 +178,17 @@ def test_another_tool_s_argument_is_no_name_of_this_tool() -> None:
     refused = quality_refusal("t", action, None, "tool:run_command", None, vocabulary=vocabulary)
     assert refused is not None and "names nothing actionable" in refused
     assert quality_refusal("t", action, None, "tool:read_files", None, vocabulary=vocabulary) is None
+
+
+def test_a_tool_named_in_capitals_is_a_name() -> None:
+    """Tools keep their names as sent (``API-post-search``); the gate reads text case-folded and
+    still knows them."""
+    from opslake.models.catalog import ToolCatalog, ToolStat
+
+    witnesses = ["k1", "k2"]
+    vocabulary = vocabulary_of(
+        ToolCatalog(tools=[ToolStat(endpoint=e, calls=9, witnesses=witnesses)
+                           for e in ("tool:API-post-page", "tool:API-post-search")])
+    )  # fmt: skip
+    action = "Call tool:API-post-search before tool:API-post-page"
+    assert quality_refusal("t", action, None, "tool:API-post-page", None, vocabulary=vocabulary) is None

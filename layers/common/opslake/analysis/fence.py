@@ -127,6 +127,8 @@ class KnownNames:
     #: tables and their columns (a dotted name starting with a table must name one of its columns)
     tables: tuple[tuple[str, frozenset[str]], ...] = ()
     _patterns: tuple[re.Pattern[str], ...] = field(default=(), compare=False, repr=False)
+    #: the routes case-folded (a tool named ``API-post-page`` is named in text read case-folded)
+    _folded: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @classmethod
     def of(
@@ -147,6 +149,7 @@ class KnownNames:
             frozenset(i.lower() for i in names if _is_identifier(i)),
             tuple(sorted(kept_tables.items())),
             tuple(_route_pattern(r) for r in sorted(kept_routes) if r.startswith("/")),
+            frozenset(r.casefold() for r in kept_routes),
         )
 
     def extended(
@@ -167,10 +170,14 @@ class KnownNames:
         return next((cols for name, cols in self.tables if name == table.lower()), None)
 
     def names_route(self, path: str) -> bool:
-        return path in self.routes or any(p.match(path.rstrip("/.,;:)")) for p in self._patterns)
+        return (
+            path in self.routes
+            or path.casefold() in self._folded
+            or any(p.match(path.rstrip("/.,;:)")) for p in self._patterns)
+        )
 
     def knows(self, word: str) -> bool:
-        return word.lower() in self.identifiers or word.lower() in self.routes
+        return word.lower() in self.identifiers or word.casefold() in self._folded
 
 
 def _is_identifier(name: str) -> bool:
