@@ -10,7 +10,7 @@ PYTEST := $(BIN)/python -m pytest
 PYTEST_N := $(PYTEST) -n auto --dist loadfile --no-loadscope-reorder
 SRC    := layers/common/opslake functions local bench tests sdk/python/src
 
-.PHONY: setup demo test test-fast pytest lint types unit integration infra bench build clean
+.PHONY: setup demo test test-fast pytest lint types docs unit integration infra bench build clean
 
 $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,10 @@ setup: $(STAMP)  ## create .venv and install opslake with its dev and local extr
 demo: setup  ## run the local stack, ingest sample ops, show what landed in the lake
 	$(BIN)/opslake demo
 
-# lint, types and pytest run side by side (mypy without a cache takes ~15 s); make waits for all
-# three and fails if any fails.
-test: setup  ## lint + types + every test level (one pytest run over all cores)
-	@$(MAKE) --no-print-directory -j3 --output-sync=line lint types pytest
+# lint, types, docs and pytest run side by side (mypy without a cache takes ~15 s, the docs ~2 s);
+# make waits for all four and fails if any fails.
+test: setup  ## lint + types + docs + every test level (one pytest run over all cores)
+	@$(MAKE) --no-print-directory -j4 --output-sync=line lint types docs pytest
 
 pytest: setup  ## every test level, no lint or types
 	$(PYTEST_N) tests
@@ -41,6 +41,10 @@ lint: setup
 
 types: setup
 	$(BIN)/mypy layers/common/opslake local/opslake_local functions sdk/python/src/opslake_sdk
+
+# The reference site (mkdocs.yml, docs/): --strict makes a broken link or anchor fail the build.
+docs: setup  ## build the docs site into site/ (strict)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 unit: setup
 	$(PYTEST_N) tests/unit
@@ -78,4 +82,4 @@ build: $(SAM_VENV)/bin/sam  ## sam build (python3.12 Lambda artefacts in .aws-sa
 	$(SAM_ENV) $(SAM_VENV)/bin/sam build
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam out .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam out site .pytest_cache .mypy_cache .ruff_cache .hypothesis
