@@ -22,7 +22,9 @@ Three parts, each in its own process (their memory and their moto apart), then t
 Durations are this 2-core VM's, used as they are for Lambda's (a 1,024 MB function has ~0.58 of a
 vCPU, more than half of one of these cores under load: neither clearly faster nor slower; the jobs
 ran DuckDB in-process, which in AWS is Athena's work while the function waits: an upper bound).
-Job durations and bytes measured at 1M ops/day are scaled linearly to higher rates, never down.
+A job's time at a higher rate: its steady run's, plus the time per op read between its steady run
+(one hour's partition) and its first run (the whole day) for the larger hour; bytes scanned grow
+with the hour's ops (a run reads the current hour's partition); nothing shrinks below 1M ops/day.
 No free tier. Prints a table (and ``--json FILE``); asserts nothing.
 
     .venv/bin/python bench/bench_cost.py [--clients 10] [--json /tmp/cost.json]
@@ -463,8 +465,8 @@ def part_jobs(n_ops: int) -> dict[str, Any]:
         out["analyzer"] = measured("analyzer, a steady 5-minute run", analyzer(day_end, 23.9))
         out["analyzer_peak_rss_mb"] = peak_rss_mb()
 
-        def consolidator(now: Any) -> Consolidator:
-            settings = base.model_copy(update={"consolidator_max_window_h": 0.5})
+        def consolidator(now: Any, window_h: float) -> Consolidator:
+            settings = base.model_copy(update={"consolidator_max_window_h": window_h})
             return Consolidator(
                 settings=settings,
                 engine=EmbeddedEngine.from_settings(settings),
@@ -474,10 +476,12 @@ def part_jobs(n_ops: int) -> dict[str, Any]:
                 clock=lambda: now,
             )  # fmt: skip
 
+        # first over the whole day (like the analyzer's first run: the second point of the time
+        # per op read), then the steady run over the schedule's 30 minutes
         out["consolidator_first"] = measured(
-            "consolidator, first run", consolidator(day_end - timedelta(minutes=30))
+            "consolidator, first run over the day", consolidator(day_end - timedelta(minutes=30), 24.5)
         )
-        out["consolidator"] = measured("consolidator, a 30-minute run", consolidator(day_end))
+        out["consolidator"] = measured("consolidator, a 30-minute run", consolidator(day_end, 0.5))
         out["peak_rss_mb"] = peak_rss_mb()
     return out
 
@@ -548,23 +552,28 @@ def model_inputs(measured: dict[str, Any], rate: float) -> dict[str, Any]:
     measured_rate = jobs_m["ops_per_day"] / cost_model.SECONDS_PER_DAY
     wc = ingest["writer_calls"]["calls"]
     files_per_hour = 3600 * rate / batch_ops  # one object per batch (and partition)
-    rows_scale = max(1.0, rate / measured_rate)
+    hour_ops = jobs_m["ops_per_day"] / 24  # a steady run reads the current hour's partition
 
     def job(name: str, function: str) -> dict[str, Any]:
-        j = jobs_m[name]
-        queries = max(j["queries"], 0)
-        files_in_window = files_per_hour  # Athena reads the hour partition's objects
+        steady, whole_day = jobs_m[name], jobs_m[f"{name}_first"]
+        queries = max(steady["queries"], 0)
+        # two measured points: the steady run (one hour's partition) and the first run (the whole
+        # day's 24): the time per op read between them, applied to the hour at this rate
+        per_op = max(
+            0.0, (whole_day["duration_s"] - steady["duration_s"]) / (jobs_m["ops_per_day"] - hour_ops)
+        )
         return {
             "runs_per_day": per_day[function],
-            "duration_s": j["duration_s"] * rows_scale,
+            "duration_s": steady["duration_s"] + per_op * max(0.0, rate * 3600 - hour_ops),
             "memory_mb": functions[function]["memory_mb"],
             "queries": queries,
-            "bytes_per_query": j["bytes_scanned"] / max(queries, 1),
-            "athena_gets_per_query": files_in_window * ASSUMED["athena_gets_per_query_per_file"] / rows_scale,
-            "s3_puts": _calls(j["calls"], *S3_PUT_CLASS),
-            "s3_gets": _calls(j["calls"], *S3_GET_CLASS),
-            "glue_calls": _service(j["calls"], "glue"),
-            "log_bytes": j["log_bytes"] + PLATFORM_LOG_BYTES,
+            "bytes_per_query": steady["bytes_scanned"] / max(queries, 1),
+            # Athena reads the hour partition's objects (the writer's, until compaction)
+            "athena_gets_per_query": files_per_hour * ASSUMED["athena_gets_per_query_per_file"],
+            "s3_puts": _calls(steady["calls"], *S3_PUT_CLASS),
+            "s3_gets": _calls(steady["calls"], *S3_GET_CLASS),
+            "glue_calls": _service(steady["calls"], "glue"),
+            "log_bytes": steady["log_bytes"] + PLATFORM_LOG_BYTES,
         }
 
     # compaction runs inside the consolidator, once per closed hour: its own duration and calls
@@ -577,7 +586,8 @@ def model_inputs(measured: dict[str, Any], rate: float) -> dict[str, Any]:
         "bytes_per_query": 0,
         "athena_gets_per_query": 0,
         "s3_puts": _calls(comp["calls"], *S3_PUT_CLASS),
-        "s3_gets": files_per_hour + _calls(comp["calls"], "HeadObject"),  # one GET per writer file
+        # one GET per writer file of the hour, plus its own (journal, verification)
+        "s3_gets": files_per_hour + _calls(comp["calls"], *S3_GET_CLASS) - comp["files"],
         "glue_calls": _service(comp["calls"], "glue"),
         "log_bytes": 0,
         "scales_with_ops": False,

@@ -29,21 +29,21 @@ PRICES: dict[str, dict[str, Any]] = {
         "price": 0.0000166667,
         "unit": "GB-second",
         "source": AWS_SOURCE.format("lambda"),
-        "as_of": "2026-11-28",
+        "as_of": "2024",
         "basis": "third-party (cloudchipr.com's 2024 copy of the page; first tier, 6B GB-s/month)",
     },
     "lambda_gb_s_arm64": {
         "price": 0.0000133334,
         "unit": "GB-second",
         "source": AWS_SOURCE.format("lambda"),
-        "as_of": "2026-11-28",
+        "as_of": "2024",
         "basis": "third-party (same copy)",
     },
     "lambda_request": {
         "price": 0.20 / 1e6,
         "unit": "invocation",
         "source": AWS_SOURCE.format("lambda"),
-        "as_of": "2026-11-28",
+        "as_of": "2024",
         "basis": "third-party (same copy)",
     },
     "apigw_rest_request": {
@@ -297,9 +297,7 @@ def daily_cost(
     for job in job_runs.values():
         scale = max(1.0, rate / m["jobs_measured_rate"]) if job.get("scales_with_ops", True) else 1.0
         s3_puts += job["runs_per_day"] * job["s3_puts"]
-        s3_gets += job["runs_per_day"] * (
-            job["s3_gets"] + job["queries"] * job["athena_gets_per_query"] * scale
-        )
+        s3_gets += job["runs_per_day"] * (job["s3_gets"] + job["queries"] * job["athena_gets_per_query"])
         glue += job["runs_per_day"] * (job["glue_calls"] + job["queries"] * m["glue_calls_per_athena_query"])
         athena_bytes += (
             job["runs_per_day"] * job["queries"] * athena_billed_bytes(job["bytes_per_query"] * scale)
