@@ -62,13 +62,15 @@ def setup(s3: object, glue: object) -> None:
     )
 
 
-def fill(s3: object, glue: object, files: int) -> tuple[int, int]:
+def fill(s3: object, glue: object, files: int, rows: tuple[int, int] = (50, 200)) -> tuple[int, int]:
+    """``files`` writer-style objects of ``rows`` (low, high) rows each in one hour, ~2% of them
+    redelivered copies; returns (rows, bytes) written."""
     rng = random.Random(11)
     written: list[tuple[QueuedOp, int]] = []
-    rows = total_bytes = 0
+    total_rows = total_bytes = 0
     for f in range(files):
         batch = []
-        for i in range(rng.randint(50, 200)):
+        for i in range(rng.randint(*rows)):
             ts = HOUR + timedelta(seconds=rng.randrange(3600))
             endpoint = rng.choice(ENDPOINTS)
             op = QueuedOp(
@@ -90,10 +92,10 @@ def fill(s3: object, glue: object, files: int) -> tuple[int, int]:
         body = to_parquet_bytes(ops_table([o for o, _ in batch], [ms for _, ms in batch]))
         key = ops_object_key("ops/", "2026-03-01", "05", [f"bench-{f}"])
         s3.put_object(Bucket=BUCKET, Key=key, Body=body)  # type: ignore[attr-defined]
-        rows += len(batch)
+        total_rows += len(batch)
         total_bytes += len(body)
     GlueCatalog(glue, DATABASE, "ops").ensure_partitions([("2026-03-01", "05")])
-    return rows, total_bytes
+    return total_rows, total_bytes
 
 
 def main() -> None:
