@@ -67,6 +67,7 @@ bench: setup  ## benchmarks (not tests): figures go to bench/README.md
 	$(BIN)/python bench/bench_search.py
 	$(BIN)/python bench/bench_mcp.py
 	$(BIN)/python bench/bench_ask.py
+	$(BIN)/python bench/bench_cost.py
 
 # sam build needs a python3.12 interpreter for the Lambda runtime. aws-sam-cli pins its own
 # dependencies, so it gets a venv of its own. On pyenv machines, expose 3.12 next to the default.
