@@ -506,3 +506,13 @@ def test_the_dashboards_log_queries_read_fields_the_jobs_log(
             module, cls = scheduled_jobs()[_job_of(functions[function])]
             report = getattr(importlib.import_module(module), cls).report_type
             assert fields <= {f.name for f in dataclasses.fields(report)}, (group, fields)
+
+
+def test_the_operations_page_explains_every_alarm(sam_template: Template, functions: dict[str, Any]) -> None:
+    """docs/operations/alarms.md has a row per alarm (one pattern row for the per-function ones)."""
+    page = (ROOT / "docs/operations/alarms.md").read_text(encoding="utf-8")
+    for logical_id, props in alarms(sam_template).items():
+        suffix = props["AlarmName"]["Fn::Sub"].removeprefix("${AWS::StackName}-")
+        function, _, kind = suffix.partition("-")
+        row = f"`<Function>-{kind}`" if function in functions else f"`{suffix}`"
+        assert f"| {row}" in page, f"{logical_id}: docs/operations/alarms.md has no row for {row}"
