@@ -23,6 +23,7 @@ from opslake.http.bodies import parse_query
 from opslake.ingest.observe import caller_name, summarize
 from opslake.models.playbooks import PlaybookSnapshot
 from opslake.models.tools import PlaybooksQuery
+from opslake.observability import MetricUnit, metrics
 from opslake.tools.app import create_tool_app
 from opslake.tools.playbooks import etag_matches, playbooks_answer
 from opslake.tools.snapshots import SnapshotUnavailableError, playbook_snapshot
@@ -50,7 +51,9 @@ def get_playbooks() -> Response:
         accept=headers.get("accept"),
         salt=settings.playbook_holdout_salt,
     )
-    # the op record says both arms on a 200 and a 304 alike
+    # the op record says both arms on a 200 and a 304 alike, and so does the count: a 304 tells the
+    # reader its copy is current, so it still acts on those entries (one place for REST and MCP)
+    metrics.add_metric(name="PlaybookEntriesServed", unit=MetricUnit.Count, value=answer.served)
     if etag_matches(headers.get("if-none-match"), answer.etag):
         summary = f"not modified ({answer.summary})"
         summarize(app, summary, not_modified=True, format=answer.format, **answer.recorded)

@@ -247,3 +247,35 @@ def test_an_mcp_read_answers_json_whatever_the_mcp_request_accepts(
     (content,) = request({"uri": "opslake://playbooks?limit=50"})["result"]["contents"]
     assert content["mimeType"] == "application/json" and json.loads(content["text"])["entries"]
     assert {r.attributes["format"] for r in _records(aws)} == {"json"}
+
+
+def _emitted(out: str, name: str) -> list[tuple[float, str, list[list[str]]]]:
+    """Each EMF value of metric ``name`` printed by the handler, with its namespace and dimensions."""
+    found = []
+    for line in out.splitlines():
+        if not line.startswith("{") or '"_aws"' not in line:
+            continue
+        blob = json.loads(line)
+        for directive in blob["_aws"]["CloudWatchMetrics"]:
+            if any(m["Name"] == name for m in directive["Metrics"]):
+                found += [(v, directive["Namespace"], directive["Dimensions"]) for v in blob[name]]
+    return found
+
+
+def test_entries_served_counts_the_treatment_entries_on_a_200_and_a_304_alike(
+    aws: Aws, playbooks: tuple[ModuleType, Callable[..., Answer]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _put(aws, SNAPSHOT)
+    _, get = playbooks
+    served, withheld = _arms(aws.key_name)
+    assert served and withheld
+    capsys.readouterr()
+    etag = get({"limit": "50"})[1]["etag"]
+    assert get({"limit": "50"}, {"If-None-Match": etag})[0] == 304
+    assert get({"limit": "50", "endpoint": "/nowhere"})[0] == 200  # selects nothing
+    # the dashboard's "entries served" widget reads this metric (template.yaml)
+    assert _emitted(capsys.readouterr().out, "PlaybookEntriesServed") == [
+        (float(len(served)), "opslake", [["service"]]),
+        (float(len(served)), "opslake", [["service"]]),
+        (0.0, "opslake", [["service"]]),
+    ]

@@ -82,6 +82,10 @@ class ScheduledJob(ABC, Generic[ReportT]):
             report.status = "lease_lost"
             metrics.add_metric(name=f"{self.name.capitalize()}LeaseLost", unit="Count", value=1)
             logger.warning(f"{self.name} commit refused (lease expired); the next run redoes the window")
+        elif report.mode == "scheduled":
+            # the alarm "no scheduled run succeeded within two periods" watches this metric's
+            # absence (template.yaml): a crash, a timeout or a schedule that stopped all emit nothing
+            metrics.add_metric(name=f"{self.name.capitalize()}Succeeded", unit="Count", value=1)
         self.after_run(report)
         report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         logger.info(f"{self.name} run", **report.as_dict())

@@ -79,6 +79,7 @@ class PlaybooksAnswer:
     etag: str
     summary: str
     recorded: dict[str, str | int] = field(default_factory=dict)
+    served: int = 0  # entries the reader was given (metric PlaybookEntriesServed)
 
     @property
     def format(self) -> str:
@@ -134,5 +135,10 @@ def playbooks_answer(
         answer: dict[str, Any] = {"entries": [e.served() for e in entries], "generated_at": generated_at}
         body = json.dumps(answer, separators=(",", ":"), default=str)
     return PlaybooksAnswer(
-        body=body, markdown=markdown, etag=etag_of(body), summary=summary, recorded=recorded
+        body=body,
+        markdown=markdown,
+        etag=etag_of(body),
+        summary=summary,
+        recorded=recorded,
+        served=len(entries),
     )
