@@ -1,0 +1,173 @@
+"""``opslake doctor --aws`` on a stack that moto's CloudFormation describes: its outputs name the
+bucket and queues, CloudWatch holds its alarms and the queue's age metric (as AWS publishes it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from opslake.config import Settings
+from opslake.jobs.lease import RunState
+from opslake_local.cli import main
+
+pytestmark = [pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK = "opslake-prod"
+REGION = "us-east-1"
+
+# The resources and outputs of template.yaml the doctor reads (moto's CloudFormation has no API
+# Gateway stage to point ApiUrl at: these tests leave the api-key, probe and model checks out).
+TEMPLATE = {
+    "Resources": {
+        "LakeBucket": {"Type": "AWS::S3::Bucket"},
+        "OpsDeadLetterQueue": {"Type": "AWS::SQS::Queue"},
+        "OpsQueue": {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {
+                "RedrivePolicy": {
+                    "deadLetterTargetArn": {"Fn::GetAtt": ["OpsDeadLetterQueue", "Arn"]},
+                    "maxReceiveCount": 5,
+                }
+            },
+        },
+    },
+    "Outputs": {
+        "ApiUrl": {"Value": "https://example.execute-api.us-east-1.amazonaws.com/dev"},
+        "LakeBucketName": {"Value": {"Ref": "LakeBucket"}},
+        "OpsQueueUrl": {"Value": {"Ref": "OpsQueue"}},
+        "OpsDeadLetterQueueUrl": {"Value": {"Ref": "OpsDeadLetterQueue"}},
+    },
+}
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        cfn = boto3.client("cloudformation", region_name=REGION)
+        cfn.create_stack(StackName=STACK, TemplateBody=json.dumps(TEMPLATE))
+        outputs = cfn.describe_stacks(StackName=STACK)["Stacks"][0]["Outputs"]
+        yield {o["OutputKey"]: o["OutputValue"] for o in outputs}
+
+
+def _doctor(capsys: pytest.CaptureFixture[str], only: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    capsys.readouterr()
+    argv = ["--template", str(ROOT / "template.yaml"), "doctor", "--aws", "--stack-name", STACK]
+    code = main([*argv, "--region", REGION, "--only", only, "--json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    return code, {c["name"]: c for c in json.loads(out)}
+
+
+def test_a_quiet_new_stack(deployed: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, checks = _doctor(capsys, "queue,dlq,jobs,alarms")
+    assert code == 0
+    assert {n: c["status"] for n, c in checks.items()} == {
+        "queue": "ok",
+        "dlq": "ok",
+        "job:analyzer": "warn",  # deployed a moment ago: the first run is still to come
+        "job:consolidator": "warn",
+        "alarms": "warn",  # a stack deployed without them
+    }
+    assert "no CloudWatch alarm named opslake-prod-*" in checks["alarms"]["detail"]
+    assert "sam logs --stack-name opslake-prod -n AnalyzerFunction" in checks["job:analyzer"]["fix"]
+
+
+def test_an_alarm_in_alarm_state_is_named(
+    deployed: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    for name in (f"{STACK}-WriterErrors", f"{STACK}-OpsDeadLetterQueueNotEmpty", "other-stack-WriterErrors"):
+        cloudwatch.put_metric_alarm(
+            AlarmName=name, Namespace="AWS/Lambda", MetricName="Errors", Statistic="Sum", Period=300,
+            EvaluationPeriods=1, Threshold=0, ComparisonOperator="GreaterThanThreshold",
+        )  # fmt: skip
+    cloudwatch.set_alarm_state(AlarmName=f"{STACK}-WriterErrors", StateValue="ALARM", StateReason="3 errors")
+    cloudwatch.set_alarm_state(
+        AlarmName="other-stack-WriterErrors", StateValue="ALARM", StateReason="not ours"
+    )
+    code, checks = _doctor(capsys, "alarms")
+    assert code == 1
+    detail = checks["alarms"]["detail"]
+    assert detail == f"1 of 2 alarm(s) in ALARM: {STACK}-WriterErrors (3 errors)"
+
+    cloudwatch.set_alarm_state(AlarmName=f"{STACK}-WriterErrors", StateValue="OK", StateReason="quiet")
+    code, checks = _doctor(capsys, "alarms")
+    assert code == 0 and checks["alarms"]["status"] == "ok"
+
+
+def test_an_old_message_on_the_ops_queue_fails(
+    deployed: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue_name = deployed["OpsQueueUrl"].rsplit("/", 1)[-1]
+    boto3.client("cloudwatch", region_name=REGION).put_metric_data(
+        Namespace="AWS/SQS",
+        MetricData=[
+            {
+                "MetricName": "ApproximateAgeOfOldestMessage",
+                "Dimensions": [{"Name": "QueueName", "Value": queue_name}],
+                "Timestamp": datetime.now(UTC) - timedelta(minutes=2),
+                "Value": 1200.0,
+                "Unit": "Seconds",
+            }
+        ],
+    )
+    code, checks = _doctor(capsys, "queue")
+    assert code == 1
+    assert (
+        checks["queue"]["status"] == "FAIL"
+        and "the oldest message is 1200 s old" in checks["queue"]["detail"]
+    )
+
+
+def test_a_dlq_message_and_a_stale_job_fail(
+    deployed: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    boto3.client("sqs", region_name=REGION).send_message(
+        QueueUrl=deployed["OpsDeadLetterQueueUrl"], MessageBody="x"
+    )
+    long_ago = datetime.now(UTC) - timedelta(hours=2)
+    boto3.client("s3", region_name=REGION).put_object(
+        Bucket=deployed["LakeBucketName"],
+        Key=Settings().consolidator_state_key,
+        Body=RunState(watermark=long_ago, committed_at=long_ago).to_json(),
+    )
+    code, checks = _doctor(capsys, "dlq,jobs")
+    assert code == 1
+    assert checks["dlq"]["status"] == "FAIL" and "holds 1 message(s)" in checks["dlq"]["detail"]
+    assert (
+        "--endpoint-url" not in checks["dlq"]["fix"]
+        and deployed["OpsDeadLetterQueueUrl"] in checks["dlq"]["fix"]
+    )
+    consolidator = checks["job:consolidator"]
+    assert (
+        consolidator["status"] == "FAIL"
+        and "last run committed 2.0 h ago (it runs every 30 min)" in consolidator["detail"]
+    )
+    assert checks["job:analyzer"]["status"] == "warn"
+
+
+def test_a_stack_that_is_not_opslake_is_a_clear_error(
+    deployed: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    boto3.client("cloudformation", region_name=REGION).create_stack(
+        StackName="unrelated", TemplateBody=json.dumps({"Resources": {"B": {"Type": "AWS::S3::Bucket"}}})
+    )
+    assert main(["doctor", "--aws", "--stack-name", "unrelated", "--region", REGION]) == 1
+    assert (
+        "has no ApiUrl, LakeBucketName, OpsQueueUrl, OpsDeadLetterQueueUrl output(s)"
+        in capsys.readouterr().err
+    )
+    assert main(["doctor", "--aws", "--stack-name", "missing", "--region", REGION]) == 1
+    assert "cannot describe stack 'missing'" in capsys.readouterr().err
