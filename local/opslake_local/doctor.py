@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
+if TYPE_CHECKING:  # the CLI imports this module for every command: its imports wait for `doctor`
+    import httpx
 
-from opslake.config import Settings
-from opslake.jobs.lease import RunState
-from opslake.models.ids import new_ulid
+    from opslake.config import Settings
+    from opslake.jobs.lease import RunState
 
 Status = Literal["ok", "warn", "FAIL"]
 #: The ops queue's oldest message may be this old before the check fails: the writer drains within
@@ -157,6 +157,10 @@ def judge_api_key(with_key: int | None, without_key: int, *, has_key: bool) -> C
 def check_api_key(target: Target, op_id: str) -> tuple[Check, str | None]:
     """Send the probe op with the key (and an op without a key, which must be refused). Returns the
     check and the op id the stack accepted (None when it accepted none)."""
+    import httpx
+
+    from opslake.models.ids import new_ulid
+
     try:
         bare = target.api.post("/events", json=_probe_op(new_ulid()))
         answer = (
@@ -202,6 +206,8 @@ def check_probe(
     monotonic: Callable[[], float] = time.monotonic,
 ) -> Check:
     """Wait until the probe op is a row of POST /sql, at most ``timeout_s``."""
+    import httpx
+
     name = "probe"
     if op_id is None:
         return Check("FAIL", name, "no probe was accepted (see api-key)", "fix the API key first")
@@ -384,6 +390,8 @@ def judge_job(
 
 
 def read_run_state(s3: Any, bucket: str, key: str) -> RunState | None:
+    from opslake.jobs.lease import RunState
+
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     except s3.exceptions.NoSuchKey:
@@ -508,6 +516,8 @@ def judge_model(answer: Mapping[str, Any]) -> Check:
 
 
 def check_model(target: Target) -> Check:
+    import httpx
+
     try:
         answer = target.api.get("/model", headers=_headers(target.api_key))
     except httpx.HTTPError as exc:
@@ -530,6 +540,8 @@ def run_checks(
 ) -> list[Check]:
     """Every selected check, in order; a check that raises is a FAIL naming the error, and the
     others still run."""
+    from opslake.models.ids import new_ulid
+
     wanted = set(only)
     checks: list[Check] = []
 

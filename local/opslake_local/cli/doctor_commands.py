@@ -10,8 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from opslake_local.cli.target import (
     CliError,
     Commands,
@@ -64,6 +62,8 @@ def dead_letter_queue(sqs: Any, queue_url: str) -> str:
 
 def local_target(args: argparse.Namespace) -> Target:
     """The running local stack: its API, its key (or ``--api-key``), its moto clients."""
+    import httpx
+
     from opslake.config import load_settings
     from opslake_local.template import Template
 
@@ -95,6 +95,7 @@ def local_target(args: argparse.Namespace) -> Target:
 def aws_target(args: argparse.Namespace) -> Target:
     """The deployed stack ``--stack-name``: its outputs, the user's AWS configuration, and the API key
     of ``--api-key`` or $OPSLAKE_API_KEY. The jobs' schedules are read from the local template.yaml."""
+    import httpx
     from botocore.exceptions import BotoCoreError, ClientError
 
     from opslake.config import Settings
