@@ -81,8 +81,9 @@ class Target:
     queue_url: str
     dlq_url: str
     jobs: Sequence[Job]
-    #: When the stack was created or last updated (a job that never ran since is only a warning).
-    deployed_at: datetime | None = None
+    #: Since when the stack's schedules run (deployed: its creation; local: `opslake local up`'s
+    #: start): before two periods have passed, a job that has not run yet is only a warning.
+    running_since: datetime | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     # -- what to tell the user, local or deployed ---------------------------------------------
@@ -344,13 +345,13 @@ def judge_job(
     state: RunState | None,
     now: datetime,
     *,
-    deployed_at: datetime | None,
+    running_since: datetime | None,
     logs: str,
     run_now: str,
 ) -> Check:
-    """A job's last committed run against its schedule: older than :data:`STALE_PERIODS` periods is a
-    failure; never having run is a warning on a stack younger than that (the first run is still to
-    come), and a failure on an older one. A lease still held after it expired is a run that crashed."""
+    """A job's last committed run against its schedule: older than :data:`STALE_PERIODS` periods, or
+    none at all, is a failure, except on a stack whose schedule started less than that long ago (its
+    next run is still to come: a warning). A lease still held after it expired is a run that crashed."""
     name = f"job:{job.name}"
     period = job.period
     limit = period * STALE_PERIODS if period else None
@@ -364,20 +365,23 @@ def judge_job(
     running = ""
     if state is not None and state.lease_holder and state.lease_expires and state.lease_expires >= now:
         running = "; a run is under way"
+    started = f"; the stack started {_ago(now - running_since)}" if running_since is not None else ""
+    young = running_since is not None and limit is not None and now - running_since < limit
     last = (state.committed_at or state.watermark) if state is not None else None
     if last is None:
-        old_stack = ""
-        if deployed_at is not None and limit is not None and now - deployed_at >= limit:
-            old_stack = f", though the stack was deployed {_ago(now - deployed_at)}"
+        # without the stack's age or the schedule, never having run accuses nothing yet
+        judged = running_since is not None and limit is not None and not young
         return Check(
-            "FAIL" if old_stack or crashed else "warn",
+            "FAIL" if judged else "warn",
             name,
-            f"never completed a run{every}{old_stack}{crashed}",
+            f"never completed a run{every}{started}{crashed}",
             f"run it now with {run_now}; if it fails, see {logs}",
         )
     age = now - last
     detail = f"last run committed {_ago(age)}{every}{running}{crashed}"
     if limit is not None and age > limit:
+        if young:  # e.g. a local stack restarted from its data: the schedule has only begun again
+            return Check("warn", name, detail + f"{started}: its next scheduled run is still to come")
         return Check(
             "FAIL",
             name,
@@ -425,7 +429,7 @@ def check_jobs(target: Target) -> list[Check]:
                 job,
                 state,
                 now,
-                deployed_at=target.deployed_at,
+                running_since=target.running_since,
                 logs=target.logs_of(job.function),
                 run_now=run_now,
             )

@@ -43,6 +43,11 @@ class Running:
         assert code in (0, 1), err
         return code, {c["name"]: c for c in json.loads(out)}
 
+    def started(self, ago: timedelta) -> None:
+        """Make the stack look started ``ago`` (the doctor takes its state file's time for it)."""
+        at = (datetime.now(UTC) - ago).timestamp()
+        os.utime(self.state, (at, at))
+
     def start_drainer(self) -> None:
         if self.drainer is None:
             self.drainer = BackgroundDrainer(
@@ -69,6 +74,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         base_url = api.start()
         state.write_text(json.dumps({"api_url": base_url, **stack.describe(), "pid": os.getpid()}))
         running = Running(stack, state, None)
+        running.started(timedelta(hours=1))  # long enough for every job to have run twice
         running.start_drainer()
         try:
             yield running
@@ -98,12 +104,24 @@ def test_a_fresh_stack_warns_that_the_jobs_never_ran(
     s3 = running.stack.client("s3")
     for key in (running.settings.analyzer_state_key, running.settings.consolidator_state_key):
         s3.delete_object(Bucket=running.stack.bucket, Key=key)
-    code, checks = running.doctor(capsys, "--only", "jobs")
+    running.started(timedelta(minutes=2))
+    try:
+        code, checks = running.doctor(capsys, "--only", "jobs")
+    finally:
+        running.started(timedelta(hours=1))
     assert code == 0
     for job in ("analyzer", "consolidator"):
         check = checks[f"job:{job}"]
         assert check["status"] == "warn" and "never completed a run" in check["detail"]
         assert f"opslake schedule run {job.capitalize()}Function" in check["fix"]
+
+    # the same stack an hour after it started: its jobs should have run by now
+    code, checks = running.doctor(capsys, "--only", "jobs")
+    assert code == 1
+    assert (
+        checks["job:analyzer"]["status"] == "FAIL"
+        and "the stack started 60 min ago" in checks["job:analyzer"]["detail"]
+    )
 
 
 def test_a_healthy_stack_is_green(healthy: Running, capsys: pytest.CaptureFixture[str]) -> None:

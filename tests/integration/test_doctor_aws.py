@@ -15,7 +15,9 @@ from moto import mock_aws
 
 from opslake.config import Settings
 from opslake.jobs.lease import RunState
-from opslake_local.cli import main
+from opslake_local.cli import build_parser, main
+from opslake_local.cli.doctor_commands import aws_target
+from opslake_local.doctor import check_jobs
 
 pytestmark = [pytest.mark.integration]
 
@@ -131,31 +133,54 @@ def test_an_old_message_on_the_ops_queue_fails(
     )
 
 
-def test_a_dlq_message_and_a_stale_job_fail(
-    deployed: dict[str, str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_dlq_message_fails(deployed: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     boto3.client("sqs", region_name=REGION).send_message(
         QueueUrl=deployed["OpsDeadLetterQueueUrl"], MessageBody="x"
     )
-    long_ago = datetime.now(UTC) - timedelta(hours=2)
-    boto3.client("s3", region_name=REGION).put_object(
-        Bucket=deployed["LakeBucketName"],
-        Key=Settings().consolidator_state_key,
-        Body=RunState(watermark=long_ago, committed_at=long_ago).to_json(),
-    )
-    code, checks = _doctor(capsys, "dlq,jobs")
+    code, checks = _doctor(capsys, "dlq")
     assert code == 1
     assert checks["dlq"]["status"] == "FAIL" and "holds 1 message(s)" in checks["dlq"]["detail"]
     assert (
         "--endpoint-url" not in checks["dlq"]["fix"]
         and deployed["OpsDeadLetterQueueUrl"] in checks["dlq"]["fix"]
     )
-    consolidator = checks["job:consolidator"]
-    assert (
-        consolidator["status"] == "FAIL"
-        and "last run committed 2.0 h ago (it runs every 30 min)" in consolidator["detail"]
+
+
+def test_a_stale_job_of_a_stack_running_for_hours_fails(deployed: dict[str, str]) -> None:
+    """The deployed target as the CLI builds it, seen three hours after the stack was created (moto's
+    stack is created now): the consolidator last committed two hours ago, the analyzer never."""
+    args = build_parser().parse_args(
+        [
+            "--template",
+            str(ROOT / "template.yaml"),
+            "doctor",
+            "--aws",
+            "--stack-name",
+            STACK,
+            "--region",
+            REGION,
+        ]
     )
-    assert checks["job:analyzer"]["status"] == "warn"
+    target = aws_target(args)
+    later = datetime.now(UTC) + timedelta(hours=3)
+    target.clock = lambda: later
+    committed = later - timedelta(hours=2)
+    boto3.client("s3", region_name=REGION).put_object(
+        Bucket=deployed["LakeBucketName"],
+        Key=Settings().consolidator_state_key,
+        Body=RunState(watermark=committed, committed_at=committed).to_json(),
+    )
+    analyzer, consolidator = check_jobs(target)
+    assert consolidator.status == "FAIL"
+    assert "last run committed 2.0 h ago (it runs every 30 min)" in consolidator.detail
+    assert (
+        consolidator.fix is not None
+        and "sam logs --stack-name opslake-prod -n ConsolidatorFunction" in consolidator.fix
+    )
+    assert (
+        analyzer.status == "FAIL"
+        and "never completed a run (it runs every 5 min); the stack started 3" in analyzer.detail
+    )
 
 
 def test_a_stack_that_is_not_opslake_is_a_clear_error(

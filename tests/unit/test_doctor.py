@@ -29,8 +29,8 @@ NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 ANALYZER = Job("analyzer", "AnalyzerFunction", "state/analyzer.json", timedelta(minutes=5))
 
 
-def _job(state: RunState | None, *, deployed_at: datetime | None = None, job: Job = ANALYZER) -> Check:
-    return judge_job(job, state, NOW, deployed_at=deployed_at, logs="LOGS", run_now="RUN")
+def _job(state: RunState | None, *, running_since: datetime | None = None, job: Job = ANALYZER) -> Check:
+    return judge_job(job, state, NOW, running_since=running_since, logs="LOGS", run_now="RUN")
 
 
 def _committed(ago: timedelta, **lease: Any) -> RunState:
@@ -49,12 +49,19 @@ def test_a_job_not_committed_for_more_than_two_periods_fails() -> None:
 
 
 def test_a_job_that_never_ran_warns_on_a_young_stack_and_fails_on_an_old_one() -> None:
-    assert _job(None, deployed_at=NOW - timedelta(minutes=3)).status == "warn"
-    assert _job(None, deployed_at=None).status == "warn"  # age unknown: no accusation
-    old = _job(None, deployed_at=NOW - timedelta(hours=2))
+    assert _job(None, running_since=NOW - timedelta(minutes=3)).status == "warn"
+    assert _job(None, running_since=None).status == "warn"  # age unknown: no accusation
+    old = _job(None, running_since=NOW - timedelta(hours=2))
     assert (
-        old.status == "FAIL" and "never completed a run" in old.detail and "deployed 2.0 h ago" in old.detail
+        old.status == "FAIL" and "never completed a run" in old.detail and "started 2.0 h ago" in old.detail
     )
+
+
+def test_a_stale_job_on_a_stack_restarted_since_is_a_warning() -> None:
+    """A local stack restarted from its data: the last commit is from before, the schedule just began."""
+    check = _job(_committed(timedelta(hours=3)), running_since=NOW - timedelta(minutes=4))
+    assert check.status == "warn" and "the stack started 4 min ago" in check.detail
+    assert _job(_committed(timedelta(hours=3)), running_since=NOW - timedelta(minutes=11)).status == "FAIL"
 
 
 def test_an_expired_lease_is_a_crashed_run() -> None:

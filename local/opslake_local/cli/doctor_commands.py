@@ -88,7 +88,7 @@ def local_target(args: argparse.Namespace) -> Target:
         queue_url=queue_url,
         dlq_url=dead_letter_queue(sqs, queue_url),
         jobs=jobs_of(settings, schedule_periods(template)),
-        deployed_at=datetime.fromtimestamp(started, UTC),
+        running_since=datetime.fromtimestamp(started, UTC),
     )
 
 
@@ -132,7 +132,7 @@ def aws_target(args: argparse.Namespace) -> Target:
         queue_url=outputs["OpsQueueUrl"],
         dlq_url=outputs["OpsDeadLetterQueueUrl"],
         jobs=jobs_of(Settings(), periods),
-        deployed_at=stack.get("LastUpdatedTime") or stack.get("CreationTime"),
+        running_since=stack.get("CreationTime"),  # an update does not stop the schedules
     )
 
 
