@@ -305,23 +305,29 @@ def judge_dlq(visible: int, in_flight: int, *, receive: str, redrive: str) -> Ch
         "FAIL",
         "dlq",
         f"the DLQ holds {held} message(s): op records the writer failed to store five times",
-        f"inspect them with {receive}; once the cause is fixed, move them back with {redrive}",
+        f"inspect them with {receive}; once the cause is fixed, {redrive}",
     )
 
 
 def check_dlq(target: Target) -> Check:
     visible, in_flight = queue_depth(target.sqs, target.dlq_url)
-    arn = target.sqs.get_queue_attributes(QueueUrl=target.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    endpoint = f" --endpoint-url {target.sqs.meta.endpoint_url}" if target.local else ""
+    if target.local:  # moto has no message move task: the bodies go back by hand
+        redrive = (
+            f"send their bodies to the ops queue again ({target.sqs_command('send-message', target.queue_url)} "
+            f"with --message-body), or drop them with {target.sqs_command('purge-queue', target.dlq_url)}"
+        )
+    else:
+        arn = target.sqs.get_queue_attributes(QueueUrl=target.dlq_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        redrive = f"move them back with `aws sqs start-message-move-task --source-arn {arn}`"
     return judge_dlq(
         visible,
         in_flight,
         receive=target.sqs_command(
             "receive-message --attribute-names All --max-number-of-messages 10", target.dlq_url
         ),
-        redrive=f"`aws{endpoint} sqs start-message-move-task --source-arn {arn}`",
+        redrive=redrive,
     )
 
 

@@ -189,7 +189,9 @@ def test_a_message_on_the_dlq_fails(healthy: Running, capsys: pytest.CaptureFixt
     dlq_check = checks["dlq"]
     assert dlq_check["status"] == "FAIL" and "the DLQ holds 1 message(s)" in dlq_check["detail"]
     assert "receive-message" in dlq_check["fix"] and dlq in dlq_check["fix"]
-    assert "start-message-move-task" in dlq_check["fix"]
+    # moto moves no messages back: the fix says how to resend them to the ops queue, or drop them
+    assert "send-message --queue-url " + healthy.stack.queue_url("OpsQueue") in dlq_check["fix"]
+    assert "purge-queue --queue-url " + dlq in dlq_check["fix"]
     assert checks["queue"]["status"] == "ok"
 
 

@@ -140,10 +140,10 @@ def test_a_dlq_message_fails(deployed: dict[str, str], capsys: pytest.CaptureFix
     code, checks = _doctor(capsys, "dlq")
     assert code == 1
     assert checks["dlq"]["status"] == "FAIL" and "holds 1 message(s)" in checks["dlq"]["detail"]
-    assert (
-        "--endpoint-url" not in checks["dlq"]["fix"]
-        and deployed["OpsDeadLetterQueueUrl"] in checks["dlq"]["fix"]
-    )
+    fix = checks["dlq"]["fix"]
+    assert "--endpoint-url" not in fix and deployed["OpsDeadLetterQueueUrl"] in fix
+    dlq_arn = "arn:aws:sqs:us-east-1:123456789012:" + deployed["OpsDeadLetterQueueUrl"].rsplit("/", 1)[-1]
+    assert f"move them back with `aws sqs start-message-move-task --source-arn {dlq_arn}`" in fix
 
 
 def test_a_stale_job_of_a_stack_running_for_hours_fails(deployed: dict[str, str]) -> None:

@@ -93,7 +93,7 @@ def test_queue_age_over_the_threshold_fails() -> None:
 
 def test_any_dlq_message_fails_and_says_how_to_inspect_and_redrive() -> None:
     assert judge_dlq(0, 0, receive="R", redrive="M") == Check("ok", "dlq", "empty")
-    check = judge_dlq(2, 1, receive="R", redrive="M")
+    check = judge_dlq(2, 1, receive="R", redrive="move them back with M")
     assert check.status == "FAIL" and "holds 3 message(s)" in check.detail and check.fix is not None
     assert "R" in check.fix and "M" in check.fix
 
