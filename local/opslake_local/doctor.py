@@ -63,6 +63,7 @@ class Job:
     function: str
     state_key: str
     period: timedelta | None  # from the template's schedule (None: not known)
+    physical_name: str | None = None  # the deployed function's name (None: local, or not found)
 
 
 @dataclass
@@ -425,10 +426,11 @@ def check_jobs(target: Target) -> list[Check]:
                 )
             )
             continue
+        function = job.physical_name or f"<the deployed {job.function}>"
         run_now = (
             f"`opslake schedule run {job.function}`"
             if target.local
-            else f"`aws lambda invoke --function-name <the stack's {job.function}> out.json`"
+            else f"`aws lambda invoke --function-name {function} out.json`"
         )
         checks.append(
             judge_job(

@@ -30,6 +30,31 @@ REGION = "us-east-1"
 TEMPLATE = {
     "Resources": {
         "LakeBucket": {"Type": "AWS::S3::Bucket"},
+        # one of the two jobs, so that the printed command names it (the other stays a placeholder)
+        "JobRole": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "lambda.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            },
+        },
+        "ConsolidatorFunction": {
+            "Type": "AWS::Lambda::Function",
+            "Properties": {
+                "Runtime": "python3.12",
+                "Handler": "consolidator.handler",
+                "Role": {"Fn::GetAtt": ["JobRole", "Arn"]},
+                "Code": {"ZipFile": "def handler(event, context):\n    return {}\n"},
+            },
+        },
         "OpsDeadLetterQueue": {"Type": "AWS::SQS::Queue"},
         "OpsQueue": {
             "Type": "AWS::SQS::Queue",
@@ -181,6 +206,11 @@ def test_a_stale_job_of_a_stack_running_for_hours_fails(deployed: dict[str, str]
         analyzer.status == "FAIL"
         and "never completed a run (it runs every 5 min); the stack started 3" in analyzer.detail
     )
+    deployed_name = boto3.client("cloudformation", region_name=REGION).describe_stack_resource(
+        StackName=STACK, LogicalResourceId="ConsolidatorFunction"
+    )["StackResourceDetail"]["PhysicalResourceId"]
+    assert f"`aws lambda invoke --function-name {deployed_name} out.json`" in consolidator.fix
+    assert analyzer.fix is not None and "--function-name <the deployed AnalyzerFunction>" in analyzer.fix
 
 
 def test_a_stack_that_is_not_opslake_is_a_clear_error(

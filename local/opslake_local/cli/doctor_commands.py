@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -101,10 +102,9 @@ def aws_target(args: argparse.Namespace) -> Target:
     from opslake.config import Settings
     from opslake_local.template import TemplateError, find_template
 
+    cfn = aws_client("cloudformation", args.region)
     try:
-        stack = aws_client("cloudformation", args.region).describe_stacks(StackName=args.stack_name)[
-            "Stacks"
-        ][0]
+        stack = cfn.describe_stacks(StackName=args.stack_name)["Stacks"][0]
     except (BotoCoreError, ClientError) as exc:
         raise CliError(f"cannot describe stack {args.stack_name!r}: {exc}") from exc
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
@@ -119,6 +119,10 @@ def aws_target(args: argparse.Namespace) -> Target:
         periods = schedule_periods(find_template(args.template))
     except TemplateError:
         periods = {}  # the jobs' ages are still shown, without a judgement against their schedule
+    jobs = [
+        replace(job, physical_name=_physical_name(cfn, args.stack_name, job.function))
+        for job in jobs_of(Settings(), periods)
+    ]
     return Target(
         where=f"stack {args.stack_name}",
         local=False,
@@ -131,9 +135,20 @@ def aws_target(args: argparse.Namespace) -> Target:
         bucket=outputs["LakeBucketName"],
         queue_url=outputs["OpsQueueUrl"],
         dlq_url=outputs["OpsDeadLetterQueueUrl"],
-        jobs=jobs_of(Settings(), periods),
+        jobs=jobs,
         running_since=stack.get("CreationTime"),  # an update does not stop the schedules
     )
+
+
+def _physical_name(cfn: Any, stack_name: str, logical_id: str) -> str | None:
+    """The deployed name of a stack's resource, for the commands the doctor prints (None: unknown)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        found = cfn.describe_stack_resource(StackName=stack_name, LogicalResourceId=logical_id)
+    except (BotoCoreError, ClientError):
+        return None
+    return str(found["StackResourceDetail"]["PhysicalResourceId"])
 
 
 def _only(text: str) -> list[str]:
