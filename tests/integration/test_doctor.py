@@ -312,3 +312,20 @@ def test_an_alarm_in_alarm_state_fails(healthy: Running, capsys: pytest.CaptureF
         assert code == 0 and checks["alarms"]["detail"] == "1 alarm(s), none in ALARM"
     finally:
         cloudwatch.delete_alarms(AlarmNames=[name])
+
+
+def test_no_running_stack_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--state", str(tmp_path / "missing.json"), "doctor"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert "no local stack is running" in err and "opslake local up" in err
+
+
+def test_an_unknown_check_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["doctor", "--only", "dlq,nope"])
+    assert exit_.value.code == 2
+    assert (
+        "unknown check(s) nope; choose from api-key, probe, queue, dlq, jobs, alarms, model"
+        in capsys.readouterr().err
+    )
