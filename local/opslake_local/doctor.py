@@ -32,8 +32,11 @@ Status = Literal["ok", "warn", "FAIL"]
 #: The ops queue's oldest message may be this old before the check fails: the writer drains within
 #: seconds, so minutes of age mean it is failing, throttled or behind.
 DEFAULT_MAX_QUEUE_AGE_S = 300.0
-#: How long the probe may take from POST /events to a row in POST /sql.
-DEFAULT_PROBE_TIMEOUT_S = 60.0
+#: How long the probe may take from POST /events to a row in POST /sql: locally the drainer polls
+#: every second; deployed, the writer's event source waits up to its batching window (60 s in
+#: template.yaml) to fill a batch, and each poll is an Athena query of a few seconds.
+DEFAULT_PROBE_TIMEOUT_S = 30.0
+DEFAULT_AWS_PROBE_TIMEOUT_S = 180.0
 #: A job whose last committed run is older than this many schedule periods has stopped succeeding.
 STALE_PERIODS = 2
 #: The endpoint of the probe op, so a reader of the lake can tell it (and filter it) from real work.

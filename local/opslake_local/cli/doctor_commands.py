@@ -22,6 +22,7 @@ from opslake_local.cli.target import (
 )
 from opslake_local.doctor import (
     CHECK_NAMES,
+    DEFAULT_AWS_PROBE_TIMEOUT_S,
     DEFAULT_MAX_QUEUE_AGE_S,
     DEFAULT_PROBE_TIMEOUT_S,
     Target,
@@ -169,7 +170,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         checks = run_checks(
             target,
             only=args.only or CHECK_NAMES,
-            timeout_s=args.timeout,
+            timeout_s=args.timeout
+            if args.timeout is not None
+            else (DEFAULT_PROBE_TIMEOUT_S if target.local else DEFAULT_AWS_PROBE_TIMEOUT_S),
             poll_s=1.0 if target.local else 5.0,  # each Athena query bills 10 MB at least
             max_queue_age_s=args.max_queue_age,
         )
@@ -191,8 +194,9 @@ def add_doctor(commands: Commands) -> None:
     doctor.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_PROBE_TIMEOUT_S,
-        help=f"seconds the probe op may take to become queryable (default {DEFAULT_PROBE_TIMEOUT_S:g})",
+        default=None,
+        help="seconds the probe op may take to become queryable (default "
+        f"{DEFAULT_PROBE_TIMEOUT_S:g}, with --aws {DEFAULT_AWS_PROBE_TIMEOUT_S:g}: the writer batches up to a minute)",
     )
     doctor.add_argument(
         "--max-queue-age",
@@ -204,5 +208,5 @@ def add_doctor(commands: Commands) -> None:
         "--only", type=_only, default=None, help=f"comma-separated checks to run ({', '.join(CHECK_NAMES)})"
     )
     doctor.add_argument("--json", action="store_true", help="the checks as JSON")
-    aws_options(doctor, "deployment")
+    aws_options(doctor, "API, queues, jobs and alarms")
     doctor.set_defaults(func=cmd_doctor)
