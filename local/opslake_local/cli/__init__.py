@@ -7,13 +7,15 @@ Ctrl-C and records where they are in a state file (``.opslake/local.json`` next 
 ``keys`` (API keys in the stack's usage plan, or a deployed stack's with ``--aws``),
 ``schedule run``, ``report`` (a self-contained HTML report of the lake, local or ``--athena``),
 ``invoke`` (which starts an ephemeral stack when none runs), and ``mcp`` (a stdio MCP server that
-forwards to the local or a deployed stack's POST /mcp).
+forwards to the local or a deployed stack's POST /mcp), and ``doctor`` (checks a stack end to end:
+a probe op, the key, the queues, the jobs, the alarms and the model; local, or ``--aws``).
 Exit codes: 0 done, 1 the operation failed, 2 bad usage or no running stack.
 
 Modules: :mod:`.parser` (the parser and ``main``), :mod:`.target` (the running local stack or a
 deployed one, and their clients), :mod:`.stack_commands` (local up, demo, invoke, schedule run),
 :mod:`.query_commands` (query, queries, report), :mod:`.admin_commands` (keys, playbooks, dataset),
-:mod:`.tools_commands` (tools list, tools register), :mod:`.mcp_commands` (mcp).
+:mod:`.tools_commands` (tools list, tools register), :mod:`.mcp_commands` (mcp),
+:mod:`.doctor_commands` (doctor; its checks are in :mod:`opslake_local.doctor`).
 """
 
 from opslake_local.cli.parser import build_parser, main

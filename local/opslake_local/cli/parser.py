@@ -8,7 +8,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from opslake_local.cli import admin_commands, mcp_commands, query_commands, stack_commands, tools_commands
+from opslake_local.cli import (
+    admin_commands,
+    doctor_commands,
+    mcp_commands,
+    query_commands,
+    stack_commands,
+    tools_commands,
+)
 from opslake_local.cli.target import STATE_ENV, CliError
 
 
@@ -36,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools_commands.add_tools(commands)
     admin_commands.add_dataset(commands)
     mcp_commands.add_mcp(commands)
+    doctor_commands.add_doctor(commands)
     return parser
 
 
