@@ -66,6 +66,7 @@ def test_it_is_the_document_the_code_builds_with_the_url_the_client_called(
         ("get", "/model", None, 200),
         ("post", "/events", {"endpoint": "tool:query_db", "success": True, "duration_ms": 3.5}, 202),
         ("post", "/log", {"operation": "probe", "approach": "read the docs", "result": "lesson"}, 202),
+        ("post", "/sql", {"sql": "SELECT count(*) AS n FROM ops"}, 200),
         ("post", "/sql", {"sql": ""}, 400),
         ("get", "/stats?hours=0", None, 400),
         ("get", "/tables/no_such_table", None, 404),
