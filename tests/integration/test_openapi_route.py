@@ -64,6 +64,8 @@ def test_it_is_the_document_the_code_builds_with_the_url_the_client_called(
         ("get", "/stats", None, 200),
         ("get", "/tables", None, 200),
         ("get", "/model", None, 200),
+        ("get", "/playbooks?limit=5", None, 200),
+        ("get", "/playbooks?limit=0", None, 400),
         ("post", "/events", {"endpoint": "tool:query_db", "success": True, "duration_ms": 3.5}, 202),
         ("post", "/log", {"operation": "probe", "approach": "read the docs", "result": "lesson"}, 202),
         ("post", "/sql", {"sql": "SELECT count(*) AS n FROM ops"}, 200),

@@ -192,3 +192,25 @@ def test_a_described_path_parameter_is_listed_as_required(monkeypatch: pytest.Mo
     (parameter,) = openapi_document()["paths"]["/things/{thing}"]["get"]["parameters"]
     assert parameter == {"name": "thing", "in": "path", "required": True, "description": "which thing",
                          "schema": {"type": "string"}}  # fmt: skip
+
+
+def test_a_served_playbook_entry_is_what_the_document_says(document: dict[str, Any]) -> None:
+    from datetime import UTC, datetime
+
+    from opslake.models.playbooks import PlaybookEntry
+
+    entry = PlaybookEntry(
+        entry_id="pb_sql", trigger="SQL question over workers", action="Describe the table first", kind="do",
+        confidence=0.5, domain="sql", endpoint="/sql", status="active", created_at=datetime(2026, 11, 1, tzinfo=UTC),
+        evidence_op_ids=[f"op-{i}" for i in range(8)],
+    )  # fmt: skip
+    served = entry.served()
+    operation = document["paths"]["/playbooks"]["get"]["responses"]["200"]["content"]
+    ref = operation["application/json"]["schema"]["$ref"]
+    validator = Draft202012Validator({**document, "$ref": ref})
+    validator.validate({"entries": [served], "generated_at": "2026-11-01T00:00:00+00:00"})
+    assert not validator.is_valid({"entries": [served | {"kind": "maybe"}], "generated_at": None})
+    assert not validator.is_valid(
+        {"entries": [served | {"evidence_op_ids": ["x"] * 6}], "generated_at": None}
+    )
+    assert "text/markdown" in operation

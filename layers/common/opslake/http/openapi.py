@@ -85,6 +85,33 @@ def _ops_batch_model() -> type[BaseModel]:
     return EventsBody
 
 
+def _playbooks_answer_model() -> type[BaseModel]:
+    """``GET /playbooks``' JSON: each entry as :meth:`PlaybookEntry.served` gives it (the entry's
+    served fields, with their own schemas, and the evidence count and first ids)."""
+    from pydantic import create_model
+
+    from opslake.models.playbooks import _SERVED_FIELDS, MAX_SERVED_EVIDENCE_IDS, PlaybookEntry
+
+    served: dict[str, Any] = {
+        name: (info.annotation, info)
+        for name, info in PlaybookEntry.model_fields.items()
+        if name in _SERVED_FIELDS
+    }
+    entry = create_model(
+        "ServedEntry",
+        __doc__="A playbook entry as agents get it: the advice and its provenance.",
+        evidence_count=(int, Field(ge=0)),
+        evidence_op_ids=(list[str], Field(max_length=MAX_SERVED_EVIDENCE_IDS)),
+        **served,
+    )
+    answer: type[BaseModel] = create_model(
+        "PlaybooksAnswer",
+        entries=(list[entry], ...),
+        generated_at=(str | None, Field(description="when the snapshot was built (None: no snapshot yet)")),
+    )
+    return answer
+
+
 @dataclass(frozen=True)
 class Parameter:
     """A path or query parameter no model describes (its JSON Schema is given here)."""
@@ -314,7 +341,7 @@ TOOL_ANSWERS: dict[str, tuple[tuple[Answer, ...], tuple[int, ...]]] = {
         (
             Answer(
                 description="The entries (JSON, or Markdown with format=md or Accept: text/markdown)",
-                schema=_OBJECT,
+                model="opslake.http.openapi:_playbooks_answer_model",
                 media=(("text/markdown", {"type": "string"}),),
                 headers=("ETag",),
             ),
