@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 document of the REST API, built from the code that serves it.
 
-One registry, :data:`OPERATIONS`, says per route what the document says: method, path, summary,
+One registry, :func:`operations`, says per route what the document says: method, path, summary,
 the pydantic models of its body, query or path parameters (their ``model_json_schema()``), its
 answer, whether it needs the API key and which errors it answers itself. The gateway tools' routes
 are not restated: they come from the MCP tool registry (:data:`opslake.tools.mcp.registry.TOOLS`,
