@@ -222,7 +222,9 @@ def build_event(
                 "cognitoAuthenticationProvider": None,
                 "principalOrgId": None,
             },
-            "path": f"/{stage}{url.path}",
+            # The path as called: this gateway serves the stage at the root, as a custom domain
+            # mapped at the root does (on an execute-api host it starts with the stage).
+            "path": url.path,
             "protocol": "HTTP/1.1",
             "requestId": request_id,
             "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),

@@ -219,10 +219,12 @@ class PlaybookEntry(BaseModel):
         return {
             **self.model_dump(mode="json", include=_SERVED_FIELDS),
             "evidence_count": len(self.evidence_op_ids),
-            "evidence_op_ids": self.evidence_op_ids[:5],
+            "evidence_op_ids": self.evidence_op_ids[:MAX_SERVED_EVIDENCE_IDS],
         }
 
 
+#: Evidence op ids an agent is shown per entry (``evidence_count`` counts them all).
+MAX_SERVED_EVIDENCE_IDS = 5
 _SERVED_FIELDS = {
     "entry_id", "trigger", "action", "kind", "confidence", "domain", "scope", "endpoint", "task_class",
     "signature_id", "source", "distilled_by", "evidence_agent_count", "evidence_reporter_count", "status",
