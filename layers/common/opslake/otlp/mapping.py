@@ -36,7 +36,9 @@ from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 from opslake.ingest.redact import redact
 from opslake.ingest.tool_errors import (
+    AGENT_ENDPOINT_PREFIX,
     FAILURE_INFERRED,
+    MODEL_ENDPOINT_PREFIX,
     TOOL_ENDPOINT_PREFIX,
     ToolError,
     is_tool_endpoint,
@@ -229,9 +231,9 @@ def endpoint_of(span: Span, attributes: Mapping[str, Any], kind: OpKind) -> Any:
     if tool is not None:
         name = f"{TOOL_ENDPOINT_PREFIX}{as_text(tool)}"
     elif model is not None:
-        name = f"model:{as_text(model)}"
+        name = f"{MODEL_ENDPOINT_PREFIX}{as_text(model)}"
     elif agent is not None or kind == "agent":  # every agent run under one prefix, named or not
-        name = f"agent:{agent or UNNAMED_AGENT}"
+        name = f"{AGENT_ENDPOINT_PREFIX}{agent or UNNAMED_AGENT}"
     else:
         name = span.name.strip() or "otlp:unnamed_span"
     return name[:MAX_ENDPOINT_CHARS].strip()
