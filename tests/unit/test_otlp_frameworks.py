@@ -216,3 +216,19 @@ def test_content_from_events_is_redacted_like_any_summary() -> None:
     (raw,) = ops_of(chat)
     stored = validate_op(raw, reporter_id="k", received_at=datetime.now(UTC), infer_failure=False)
     assert secret not in (stored.input_summary or "") and "[REDACTED]" in (stored.input_summary or "")
+
+
+def test_a_workflow_around_named_agent_runs_is_not_a_run() -> None:
+    """The OpenAI Agents SDK under OpenInference: its trace span ("Agent workflow") is an AGENT
+    span naming no agent, around a CHAIN and the agent's own AGENT span (agent.name)."""
+    spans = [
+        span("Agent workflow", span_id=1, openinference__span__kind="AGENT"),
+        span("Agent workflow", span_id=2, parent=1, openinference__span__kind="CHAIN"),
+        span("support_agent", span_id=3, parent=2, openinference__span__kind="AGENT", agent__name="support_agent"),
+        span("lookup_order", span_id=4, parent=3, openinference__span__kind="TOOL", tool__name="lookup_order"),
+    ]  # fmt: skip
+    ops = ops_of(*spans)
+    assert [op["endpoint"] for op in ops] == ["agent:support_agent", "tool:lookup_order"]
+    assert {op["agent_id"] for op in ops} == {"support_agent"}
+    kept = ops_of(*spans, keep_all=True)  # kept as a plain span when a deployment keeps all
+    assert [op["endpoint"] for op in kept if op["attributes"]["otlp.op"] == "span"] == ["Agent workflow"] * 2

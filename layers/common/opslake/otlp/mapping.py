@@ -472,6 +472,7 @@ class _Node:
     session: Any
     run_name: str | None  # the agent it runs, when it is an agent span
     graph_step: bool
+    named: bool  # it names its agent by attribute (not only by its span name)
 
 
 class _Ancestry:
@@ -480,6 +481,7 @@ class _Ancestry:
 
     def __init__(self) -> None:
         self._nodes: dict[tuple[bytes, bytes], _Node] = {}
+        self._wrappers: set[tuple[bytes, bytes]] | None = None  # found once all spans are added
 
     def add(self, span: Span, attributes: Mapping[str, Any], kind: OpKind | None) -> None:
         if not any(span.span_id):
@@ -492,19 +494,44 @@ class _Ancestry:
             _first(attributes, SESSION_IDS),
             agent_name_of(span, attributes) if agent else None,
             agent and is_graph_step(attributes),
+            agent and _first(attributes, AGENT_NAMES) is not None,
         )
+        self._wrappers = None
 
-    def _ancestors(self, span: Span) -> Iterator[_Node]:
+    def _wrapper_keys(self) -> set[tuple[bytes, bytes]]:
+        """Agent spans that name no agent and enclose one that does: a workflow around agent runs
+        (the OpenAI Agents SDK's "Agent workflow" trace span, which OpenInference makes an AGENT
+        span), not a run of its own."""
+        if self._wrappers is None:
+            self._wrappers = set()
+            for (trace_id, _), node in self._nodes.items():
+                if node.kind != "agent" or not node.named:
+                    continue
+                parent = node.parent
+                for _ in range(MAX_ANCESTORS):
+                    above = self._nodes.get((trace_id, parent)) if parent else None
+                    if above is None:
+                        break
+                    if above.kind == "agent" and not above.named:
+                        self._wrappers.add((trace_id, parent))
+                    parent = above.parent
+        return self._wrappers
+
+    def is_wrapper(self, span: Span) -> bool:
+        return (span.trace_id, span.span_id) in self._wrapper_keys()
+
+    def _ancestors(self, span: Span) -> Iterator[tuple[tuple[bytes, bytes], _Node]]:
         parent = span.parent_span_id
         for _ in range(MAX_ANCESTORS):
-            node = self._nodes.get((span.trace_id, parent)) if parent else None
+            key = (span.trace_id, parent)
+            node = self._nodes.get(key) if parent else None
             if node is None:
                 return
-            yield node
+            yield key, node
             parent = node.parent
 
-    def _run_of(self, node: _Node) -> bool:
-        return node.kind == "agent" and not node.graph_step
+    def _run_of(self, key: tuple[bytes, bytes], node: _Node) -> bool:
+        return node.kind == "agent" and not node.graph_step and key not in self._wrapper_keys()
 
     def is_step(self, span: Span, attributes: Mapping[str, Any]) -> bool:
         """An agent span is a step of a run, not a run, when its metadata names the graph node it
@@ -512,7 +539,7 @@ class _Ancestry:
         (LangGraph nests AGENT spans per node; a sub-agent with a name of its own is a run)."""
         if is_graph_step(attributes):
             return True
-        enclosing = next((n for n in self._ancestors(span) if self._run_of(n)), None)
+        enclosing = next((n for key, n in self._ancestors(span) if self._run_of(key, n)), None)
         if enclosing is None:
             return False
         named = _first(attributes, AGENT_NAMES)
@@ -522,8 +549,8 @@ class _Ancestry:
         """The agent and session of the nearest ancestors that name them (an agent run names its
         agent even without an attribute: the tool spans under it are its calls)."""
         agent = session = None
-        for node in self._ancestors(span):
-            agent = agent or node.agent or (node.run_name if self._run_of(node) else None)
+        for key, node in self._ancestors(span):
+            agent = agent or node.agent or (node.run_name if self._run_of(key, node) else None)
             session = session or node.session
             if agent is not None and session is not None:
                 break
@@ -549,8 +576,8 @@ def map_export(request: ExportTraceServiceRequest, *, keep_all: bool = False) ->
     for (span, attributes, _, _), kind in zip(spans, kinds, strict=True):
         ancestry.add(span, attributes, kind)
     for (span, attributes, resource, scope), kind in zip(spans, kinds, strict=True):
-        if kind == "agent" and ancestry.is_step(span, attributes):
-            kind = "span" if keep_all else None  # one agent op per run, not one per graph step
+        if kind == "agent" and (ancestry.is_step(span, attributes) or ancestry.is_wrapper(span)):
+            kind = "span" if keep_all else None  # one agent op per run, not per graph step or workflow
         if kind is None:
             result.skipped += 1
             continue
