@@ -33,6 +33,9 @@ FAILURE_WORDS = {
 }
 #: Frameworks whose run ends with the failed tool (Pydantic AI raises it out of the run).
 RUN_FAILS = {"pydantic-ai"}
+#: Recorded with a setting that sends no message content in spans: openai-v2 on its default
+#: conventions with CAPTURE_MESSAGE_CONTENT=true puts the content in log events (the Logs API).
+NO_CONTENT = {"openai-v2-legacy"}
 
 
 def ops_of(framework: str) -> list[QueuedOp]:
@@ -46,7 +49,8 @@ def ops_of(framework: str) -> list[QueuedOp]:
 
 def test_every_framework_the_docs_name_was_recorded() -> None:
     assert set(RECORDED) == {
-        "langgraph", "strands", "strands-latest", "openai-agents", "openinference-openai", "openai-v2", "pydantic-ai",
+        "langgraph", "strands", "strands-latest", "openai-agents", "openinference-openai", "openai-v2",
+        "openai-v2-legacy", "pydantic-ai",
     }  # fmt: skip
     versions = json.loads((FIXTURES / "versions.json").read_text())
     assert set(versions) == set(RECORDED)  # each recording says what it was recorded with
@@ -84,5 +88,8 @@ def test_the_model_calls_content_is_read(framework: str) -> None:
     models = [op for op in ops_of(framework) if op.endpoint.startswith("model:")]
     assert models and {op.endpoint for op in models} == {"model:fake-model"}
     first = models[0]
+    if framework in NO_CONTENT:
+        assert (first.input_summary, first.output_summary) == (None, None)
+        return
     assert "Where is order A1" in (first.input_summary or "")  # the user's question
     assert "lookup_order" in (first.output_summary or "")  # the model asked for the tools

@@ -75,6 +75,19 @@ FRAMEWORKS: dict[str, Framework] = {
         ),
         {**GENAI_LATEST, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only"},
     ),
+    # the default conventions (v1.30): "true" is accepted, but the content goes to log events, not spans
+    "openai-v2-legacy": Framework(
+        "openai-v2",
+        "openai_v2",
+        (
+            "openai",
+            "opentelemetry-instrumentation-openai-v2",
+            "httpx",
+            "opentelemetry-util-genai<1.2",
+            EXPORTER,
+        ),
+        {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"},
+    ),
     "pydantic-ai": Framework("pydantic-ai", "pydantic_ai", ("pydantic-ai-slim[openai]", EXPORTER)),
 }
 #: The packages whose versions a recording names.
