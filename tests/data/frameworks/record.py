@@ -88,6 +88,19 @@ FRAMEWORKS: dict[str, Framework] = {
         ),
         {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"},
     ),
+    # the opt-in with "true": not a capture mode of the latest conventions (no content)
+    "openai-v2-true": Framework(
+        "openai-v2",
+        "openai_v2",
+        (
+            "openai",
+            "opentelemetry-instrumentation-openai-v2",
+            "httpx",
+            "opentelemetry-util-genai<1.2",
+            EXPORTER,
+        ),
+        {**GENAI_LATEST, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"},
+    ),
     "pydantic-ai": Framework("pydantic-ai", "pydantic_ai", ("pydantic-ai-slim[openai]", EXPORTER)),
 }
 #: The packages whose versions a recording names.
