@@ -7,7 +7,11 @@ OpenInference (a tool execution, a model call, an agent invocation, a retrieval)
 database spans, framework internals) is counted and skipped unless a deployment keeps all spans.
 
 Attribute names come from the maintained convention packages, never typed by hand; current and
-legacy names are both read (``gen_ai.input.messages`` and the deprecated ``gen_ai.prompt``).
+legacy names are both read (``gen_ai.input.messages`` and the deprecated ``gen_ai.prompt``), and
+content a framework sends as span events instead (Strands) fills what the attributes leave empty.
+One agent run is one ``agent:<name>`` op: agent spans nested in a run (LangGraph's graph nodes) and
+spans that only wrap named agents (the OpenAI Agents SDK's workflow) are not runs. A failure's error
+is the exception's ``<type>: <message>``, never a traceback (LangChain puts one in the status).
 Values are claims like every field of ``POST /events``: ``gen_ai.agent.id`` is who the span says
 ran it, not who sent it (the API key says that). A span's status is one of them: a tool span whose
 result is an error (``{"error": …}``, MCP's ``isError``, "Error: …") is a failed op, marked as
