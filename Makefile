@@ -10,7 +10,7 @@ PYTEST := $(BIN)/python -m pytest
 PYTEST_N := $(PYTEST) -n auto --dist loadfile --no-loadscope-reorder
 SRC    := layers/common/opslake functions local bench tests sdk/python/src
 
-.PHONY: setup demo test test-fast pytest lint types docs unit integration infra bench build clean
+.PHONY: setup demo test test-fast pytest lint types docs unit integration infra bench build clean record-frameworks
 
 $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ integration: setup
 
 infra: setup
 	$(PYTEST_N) tests/infrastructure
+
+# Not part of any test run: installs each agent framework from PyPI into .venv-frameworks/ (one venv
+# each), runs the same tiny agent on it and rewrites tests/data/frameworks/*.pb, which the tests replay.
+record-frameworks: setup  ## re-record the agent frameworks' OTLP exports (FRAMEWORKS="langgraph strands" for some)
+	$(BIN)/python tests/data/frameworks/record.py $(FRAMEWORKS)
 
 bench: setup  ## benchmarks (not tests): figures go to bench/README.md
 	$(BIN)/python bench/bench_writer.py

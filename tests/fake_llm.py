@@ -1,10 +1,11 @@
 """A fake OpenAI-compatible chat-completions server on 127.0.0.1 (random port, in a thread).
 
 Each ``POST …/chat/completions`` takes the next scripted :class:`Reply` (or ``default`` when the
-script is empty) and every request is recorded, body parsed, so tests can assert on prompts,
-headers and how many requests arrived. ``GET …/models`` answers the model list (401 without a
-bearer token when ``require_key`` is set). Helpers build the replies tests need: answers, prose,
-schema-breaking JSON, errors with ``Retry-After``, a spent quota, and slow replies (read timeouts).
+script is empty; as server-sent events when the request asks to ``stream``) and every request is
+recorded, body parsed, so tests can assert on prompts, headers and how many requests arrived.
+``GET …/models`` answers the model list (401 without a bearer token when ``require_key`` is set).
+Helpers build the replies tests need: answers, prose, tool calls, schema-breaking JSON, errors with
+``Retry-After``, a spent quota, and slow replies (read timeouts).
 
     with FakeLlm() as llm:
         llm.script(FakeLlm.error(429, headers={"Retry-After": "2"}), FakeLlm.answer({...}))
@@ -113,6 +114,23 @@ class FakeLlm:
         )
 
     @staticmethod
+    def tool_calls(*calls: tuple[str, str, dict[str, Any]], tokens_in: int = 100) -> Reply:
+        """A 200 asking for tools: each call is ``(call id, tool name, arguments)``."""
+        reply = FakeLlm.answer("", tokens_in=tokens_in)
+        assert isinstance(reply.body, dict)
+        choice = reply.body["choices"][0]
+        choice["finish_reason"] = "tool_calls"
+        choice["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                for call_id, name, args in calls
+            ],
+        }
+        return reply
+
+    @staticmethod
     def prose(text: str = "Sure! The ops fail because the column does not exist.") -> Reply:
         return FakeLlm.answer(text)
 
@@ -164,9 +182,10 @@ class FakeLlm:
                 data = data.encode() if isinstance(data, str) else data
                 self.send_response(reply.status)
                 content_type = "application/json" if isinstance(body, dict) else "text/plain"
-                self.send_header("Content-Type", content_type)
+                headers = dict(reply.headers)  # a scripted reply may be served again (the default)
+                self.send_header("Content-Type", headers.pop("Content-Type", content_type))
                 self.send_header("Content-Length", str(len(data)))
-                for name, value in reply.headers.items():
+                for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
                 if not reply.trickle_s:
@@ -208,6 +227,8 @@ class FakeLlm:
                 reply = fake._next()
                 if reply.delay_s and fake._stopping.wait(reply.delay_s):
                     return
+                if isinstance(body, dict) and body.get("stream") and reply.status == 200:
+                    reply = _streamed(reply)
                 with contextlib.suppress(OSError):  # the client gave up (read timeout) and left
                     self._send(reply)
 
@@ -215,3 +236,29 @@ class FakeLlm:
                 pass
 
         return Handler
+
+
+def _streamed(reply: Reply) -> Reply:
+    """A scripted chat completion as the server-sent events of ``stream: true`` (clients such as
+    Strands Agents and LangChain's streaming mode ask for them): one chunk of content or tool calls,
+    then the finish reason with the usage, then ``[DONE]``."""
+    if not isinstance(reply.body, dict) or "choices" not in reply.body:
+        return reply
+    completion = reply.body
+    message, finish = completion["choices"][0]["message"], completion["choices"][0]["finish_reason"]
+    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+    base = {key: completion[key] for key in ("id", "model")} | {
+        "object": "chat.completion.chunk",
+        "created": 0,
+    }
+    chunks = [
+        base | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        base | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+        base | {"choices": [], "usage": completion.get("usage")},
+    ]
+    events = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    return Reply(
+        200, events, {**reply.headers, "Content-Type": "text/event-stream"}, reply.delay_s, reply.trickle_s
+    )

@@ -3,7 +3,8 @@
 This resolver is not observed: each ``tools/call`` is answered by the tool's own observed resolver
 (its handler module next to this one, imported on the tool's first call), which records it as it
 records the REST call, with ``source`` "mcp" (see :mod:`opslake.tools.mcp`). GET and DELETE /mcp
-answer 405: there is no SSE stream and no session.
+answer 405: there is no SSE stream, and the session ``initialize`` issues is no server state (its
+id carries the client's claimed name: :mod:`opslake.tools.mcp.session`), so there is none to end.
 
 Named ``mcp_http``, not ``mcp``: the code directory is on ``sys.path`` wherever the handler runs (Lambda's
 ``/var/task``, the local stack's process), and a module ``mcp`` there would shadow the MCP SDK's package

@@ -21,10 +21,12 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.types import Implementation
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from opslake.models.tools import PlaybooksQuery, SqlRequest
 from opslake.tools.mcp.registry import BY_NAME, TOOLS
+from opslake.tools.mcp.session import ClientInfo, client_of_session
 from opslake_local.drain import Drainer
 from opslake_local.stack import LocalStack
 from tests.fake_llm import FakeLlm
@@ -229,6 +231,40 @@ def test_legacy_mode_speaks_the_handshake_era(api: tuple[str, str, Local]) -> No
     assert seen["version"] == LATEST_HANDSHAKE_VERSION
     assert seen["result"].is_error is False
     assert seen["result"].structured_content["worker"]["worker_id"] == "W00002"
+
+
+def test_an_sdk_clients_calls_carry_its_mcp_session_and_name(api: tuple[str, str, Local]) -> None:
+    """Two agents sharing a key, with no x-opslake-session-id: each handshake gets a session id
+    carrying the client's name, the SDK sends it back (and its GET stream and DELETE are answered
+    405, which it takes in stride), and each call's record carries both."""
+    url, key, (_, client, drainer) = api
+
+    async def session(name: str) -> None:
+        transport = streamable_http_client(
+            url, http_client=create_mcp_http_client(headers={"x-api-key": key})
+        )
+        agent = Client(transport, mode="legacy", client_info=Implementation(name=name, version="0.3.1"))  # type: ignore[arg-type]
+        async with agent as mcp:
+            await mcp.call_tool("worker", {"id": "W00002"})
+
+    for name in ("shop-agent", "billing-agent"):
+        anyio.run(session, name)
+    assert drainer.drain().failed == 0
+    lake = client.post(
+        "/sql",
+        json={
+            "sql": "SELECT session_id, element_at(attributes, 'mcp.client.name'), "
+            "element_at(attributes, 'mcp.client.version') FROM ops WHERE source = 'mcp' "
+            "AND element_at(attributes, 'mcp.client.name') IN ('shop-agent', 'billing-agent')",
+            "limit": 10,
+        },
+        headers={"x-api-key": key},
+    )
+    assert lake.status_code == 200, lake.text
+    rows = sorted((tuple(r) for r in lake.json()["rows"]), key=lambda r: r[1])
+    assert [(r[1], r[2]) for r in rows] == [("billing-agent", "0.3.1"), ("shop-agent", "0.3.1")]
+    assert len({r[0] for r in rows}) == 2 and all(r[0].startswith("opslake-mcp:") for r in rows)
+    assert all(client_of_session(r[0]) == ClientInfo(r[1], r[2]) for r in rows)  # the id the SDK sent back
 
 
 def test_get_and_delete_are_405_and_a_wrong_key_is_403(api: tuple[str, str, Local]) -> None:

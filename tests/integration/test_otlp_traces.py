@@ -349,10 +349,10 @@ def test_openinference_spans_land_as_ops(target: Target, otel: Callable[..., Ote
     assert llm["attributes"][OpenInference.LLM_TOKEN_COUNT_PROMPT] == "42"
     assert llm["attributes"][OpenInference.LLM_TOKEN_COUNT_COMPLETION] == "7"
     assert llm["attributes"][OpenInference.LLM_MODEL_NAME] == "claude-haiku"
-    assert agent["endpoint"] == "researcher"  # no agent named: the span name
+    assert agent["endpoint"] == "agent:researcher"  # no agent name attribute: named by its span name
     for row in (tool, llm, agent):
         assert row["session_id"] == "sess-oi"
-        assert row["agent_id"] == "oi-runtime"  # no agent name anywhere: the resource's service.name
+        assert row["agent_id"] == "researcher"  # the agent run's, not the resource's service.name
         assert row["reporter_id"] == target.key_name and row["success"] is True
 
 

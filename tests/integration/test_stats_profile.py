@@ -35,10 +35,10 @@ ENV = {
     "OPSLAKE_ATHENA_WORKGROUP": "opslake-test",
     "OPSLAKE_QUERY_ENGINE": "athena",
 }
-STATS_COLUMNS = ["kind", "source", "endpoint", "ops", "failures", "p95_duration_ms"]
+STATS_COLUMNS = ["kind", "source", "endpoint", "op_kind", "ops", "failures", "p95_duration_ms"]
 PROFILE_COLUMNS = [
     "part", "ops", "successes", "p95_duration_ms", "op_id", "ts", "endpoint", "success", "duration_ms",
-    "error_type", "error",
+    "error_type", "error", "op_kind",
 ]  # fmt: skip
 
 
@@ -50,21 +50,24 @@ def _stats_result() -> QueryResult:
     return _result(
         STATS_COLUMNS,
         [
-            ("total", None, None, 5, 2, 300.0),
-            ("source", "event", None, 5, 2, 300.0),
-            ("endpoint", None, "tool:query_db", 3, 2, 300.0),
-            ("endpoint", None, "/sql", 2, 0, 20.0),
+            ("total", None, None, None, 5, 2, 300.0),
+            ("source", "event", None, None, 5, 2, 300.0),
+            ("endpoint", None, "tool:query_db", None, 3, 2, 300.0),
+            ("endpoint", None, "/sql", None, 2, 0, 20.0),
+            ("kind", None, None, "tool", 5, 2, 300.0),
         ],
     )
 
 
 def _profile_result(ops: int = 3) -> QueryResult:
-    rows: list[tuple[Any, ...]] = [("summary", ops, 2 if ops else 0, 90.5, *(None,) * 7)]
+    rows: list[tuple[Any, ...]] = [("summary", ops, 2 if ops else 0, 90.5, *(None,) * 8)]
     if ops:
         rows += [
-            ("error", 1, None, None, None, None, None, None, None, "Timeout", "timed out after 30 s"),
-            ("recent", None, None, None, "op-2", datetime(2026, 11, 21, 10, 2), "/sql", False, 90.5, "Timeout", None),
-            ("recent", None, None, None, "op-1", datetime(2026, 11, 21, 10, 1), "/sql", True, 12.0, None, None),
+            ("error", 1, None, None, None, None, None, None, None, "Timeout", "timed out after 30 s", None),
+            ("recent", None, None, None, "op-2", datetime(2026, 11, 21, 10, 2), "/sql", False, 90.5, "Timeout", None,
+             None),
+            ("recent", None, None, None, "op-1", datetime(2026, 11, 21, 10, 1), "/sql", True, 12.0, None, None, None),
+            ("kind", ops, 2, 90.5, *(None,) * 7, "tool"),
         ]  # fmt: skip
     return _result(PROFILE_COLUMNS, rows)
 
@@ -255,6 +258,7 @@ def test_handler_and_its_athena_engine_import_nothing_heavy(handler: str) -> Non
 # ---- end to end on the local stack (embedded engine) -------------------------------------------
 AGENT = "agent-stats"
 OTHER = "o'brien"
+MIXED = "support_agent"  # an agent reporting its model calls and runs beside its tool calls (OTLP)
 
 
 def _op(
@@ -275,7 +279,28 @@ POSTED = [
     _op("e2e-06", AGENT, "/sql", True, 60.0),
     _op("e2e-07", OTHER, "/sql", True, 70.0),
     _op("e2e-08", OTHER, "tool:search", False, 80.0, error_type="Quota", error="quota hit"),
+    _op("e2e-09", MIXED, "tool:lookup_order", True, 5.0),
+    _op("e2e-10", MIXED, "tool:lookup_order", True, 6.0),
+    _op(
+        "e2e-11", MIXED, "tool:cancel_order", False, 7.0, error_type="ValueError", error="ValueError: shipped"
+    ),
+    _op("e2e-12", MIXED, "model:gpt-x", True, 900.0),
+    _op("e2e-13", MIXED, "model:gpt-x", True, 800.0),
+    _op(
+        "e2e-14",
+        MIXED,
+        "agent:support_agent",
+        False,
+        2_000.0,
+        error_type="GraphRecursionError",
+        error="limit",
+    ),
 ]
+KIND_OF = {"tool": "tool", "model": "model", "agent": "agent", "/sql": "tool"}
+
+
+def _kind(op: dict[str, Any]) -> str:
+    return KIND_OF[op["endpoint"].split(":")[0]]
 
 
 @pytest.fixture(scope="module")
@@ -301,17 +326,23 @@ def test_stats_over_the_local_lake_match_what_was_posted(seeded: tuple[LocalStac
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["engine"] == "embedded" and body["cached"] is False
-    failures = sum(1 for op in POSTED if not op["success"])
+    tools = [op for op in POSTED if _kind(op) == "tool"]  # the headline rates are the tool calls'
+    failures = sum(1 for op in tools if not op["success"])
     assert (body["ops"], body["failures"], body["successes"]) == (
         len(POSTED),
         failures,
-        len(POSTED) - failures,
+        len(tools) - failures,
     )
-    assert body["failure_rate"] == round(failures / len(POSTED), 4)
+    assert body["failure_rate"] == round(failures / len(tools), 4)
+    by_kind = {k["name"]: (k["ops"], k["failures"]) for k in body["by_kind"]}
+    assert by_kind == {"tool": (len(tools), failures), "model": (2, 0), "agent": (1, 1)}
     assert body["by_source"][0]["name"] == "event" and body["by_source"][0]["ops"] == len(POSTED)
     by_endpoint = {e["name"]: (e["ops"], e["failures"]) for e in body["by_endpoint"]}
-    assert by_endpoint == {"tool:query_db": (3, 2), "/sql": (4, 1), "tool:search": (1, 1)}
-    durations = [op["duration_ms"] for op in POSTED]
+    assert by_endpoint == {
+        "tool:query_db": (3, 2), "/sql": (4, 1), "tool:search": (1, 1), "tool:lookup_order": (2, 0),
+        "tool:cancel_order": (1, 1), "model:gpt-x": (2, 0), "agent:support_agent": (1, 1),
+    }  # fmt: skip
+    durations = [op["duration_ms"] for op in tools]
     assert min(durations) <= body["p95_duration_ms"] <= max(durations)
 
     again = client.get("/stats", params={"hours": "1"}, headers=key).json()
@@ -341,6 +372,23 @@ def test_profile_over_the_local_lake_matches_what_was_posted(seeded: tuple[Local
     }  # fmt: skip
     # the agent_id is a claim: the answer names the API key behind each op, and all of them (issue 12)
     assert (body["reporter_count"], body["reporters"]) == (1, [{"reporter_id": stack.api_key.name, "ops": 6}])
+
+
+def test_profile_success_rate_counts_tool_calls_only(seeded: tuple[LocalStack, httpx.Client]) -> None:
+    """3 tool calls (1 failed), 2 model calls and a failed agent run: the tool success rate is 2/3."""
+    stack, client = seeded
+    assert stack.api_key is not None
+    answer = client.get(
+        f"/profile/{MIXED}", params={"hours": "2"}, headers={"x-api-key": stack.api_key.value}
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["ops"], body["successes"], body["failures"], body["success_rate"]) == (6, 2, 1, 0.6667)
+    assert body["p95_duration_ms"] <= 7.0  # the model calls and the run are not in it
+    by_kind = {k["name"]: (k["ops"], k["failures"]) for k in body["by_kind"]}
+    assert by_kind == {"tool": (3, 1), "model": (2, 0), "agent": (1, 1)}
+    # every failure is still listed, whatever its kind
+    assert {e["error_type"] for e in body["top_errors"]} == {"ValueError", "GraphRecursionError"}
 
 
 def test_profile_of_an_agent_whose_id_needs_escaping(seeded: tuple[LocalStack, httpx.Client]) -> None:

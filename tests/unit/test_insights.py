@@ -42,16 +42,18 @@ from ..fakes import FakeEngine
 CONFIG = ApiQueryConfig(database="opslake_test", table="ops", timeout_s=20, retry_after_s=7)
 NOW = datetime(2026, 11, 21, 1, 30, 12, 345678, tzinfo=UTC)
 
-STATS_COLUMNS = ["kind", "source", "endpoint", "ops", "failures", "p95_duration_ms"]
+STATS_COLUMNS = ["kind", "source", "endpoint", "ops", "failures", "p95_duration_ms", "op_kind"]
 PROFILE_COLUMNS = [
     "part", "ops", "successes", "p95_duration_ms", "op_id", "ts", "endpoint", "success", "duration_ms",
-    "error_type", "error",
+    "error_type", "error", "op_kind",
 ]  # fmt: skip
 
 
 def result(columns: list[str], rows: list[tuple[Any, ...]], engine: str = "fake") -> QueryResult:
+    """Rows name the first columns; the rest are NULL, as the SQL leaves the other parts' columns."""
+    padded = [(*row, *(None,) * (len(columns) - len(row))) for row in rows]
     return QueryResult(
-        columns=[Column(name, "varchar") for name in columns], rows=rows, engine=engine, query_id="q-1"
+        columns=[Column(name, "varchar") for name in columns], rows=padded, engine=engine, query_id="q-1"
     )
 
 
@@ -147,8 +149,8 @@ def test_stats_sql_prunes_partitions_and_groups_once() -> None:
     sql = stats_sql(CONFIG, Window.last_hours(NOW, 24))
     assert 'FROM "opslake_test"."ops"' in sql
     assert window_predicate(Window.last_hours(NOW, 24)) in sql
-    assert "GROUPING SETS ((), (source), (endpoint))" in sql
-    assert sql.count("FROM") == 1
+    assert "GROUPING SETS ((), (source), (endpoint), (op_kind))" in sql
+    assert sql.count(CONFIG.table_ref) == 1  # one scan
 
 
 def test_profile_sql_escapes_the_agent_id_and_prunes_partitions() -> None:
@@ -165,24 +167,37 @@ def test_profile_sql_refuses_an_invalid_agent_id() -> None:
 
 # ---- /stats ------------------------------------------------------------------------------------
 STATS_ROWS = [
-    ("total", None, None, 10, 3, 812.5),
+    ("total", None, None, 13, 4, 1_500.0),
     ("source", "event", None, 4, 3, 900.0),
     ("source", "gateway", None, 6, 0, 120.0),
+    ("source", "otlp", None, 3, 1, 4_000.0),
     ("endpoint", None, "/sql", 6, 0, 120.0),
     ("endpoint", None, "tool:query_db", 4, 3, 900.0),
+    ("endpoint", None, "model:gpt-x", 2, 0, 800.0),
+    ("endpoint", None, "agent:planner", 1, 1, 4_000.0),
+    ("kind", None, None, 10, 3, 812.5, "tool"),
+    ("kind", None, None, 2, 0, 800.0, "model"),
+    ("kind", None, None, 1, 1, 4_000.0, "agent"),
 ]
 
 
 def test_stats_answer_shaped_from_rows() -> None:
     engine = FakeEngine(result(STATS_COLUMNS, STATS_ROWS))
     answer = get_stats(engine, config=CONFIG, hours="6", now=NOW)
-    assert (answer.ops, answer.successes, answer.failures, answer.failure_rate) == (10, 7, 3, 0.3)
+    # every op counted; the rates and the p95 are the tool calls' (the failed agent run is not one)
+    assert (answer.ops, answer.successes, answer.failures, answer.failure_rate) == (13, 7, 3, 0.3)
     assert answer.p95_duration_ms == 812.5
+    assert [(b.name, b.ops, b.failures) for b in answer.by_kind] == [
+        ("tool", 10, 3),
+        ("model", 2, 0),
+        ("agent", 1, 1),
+    ]
     assert [(b.name, b.ops, b.failures, b.failure_rate) for b in answer.by_source] == [
         ("gateway", 6, 0, 0.0),
         ("event", 4, 3, 0.75),
+        ("otlp", 3, 1, 0.3333),
     ]
-    assert [b.name for b in answer.by_endpoint] == ["/sql", "tool:query_db"]
+    assert [b.name for b in answer.by_endpoint] == ["/sql", "tool:query_db", "model:gpt-x", "agent:planner"]
     assert answer.by_endpoint[1].p95_duration_ms == 900.0
     assert answer.window.hours == 6
     assert answer.generated_at == NOW
@@ -264,7 +279,7 @@ def test_failed_queries_are_not_cached() -> None:
 
 # ---- /profile ----------------------------------------------------------------------------------
 def _profile_rows() -> list[tuple[Any, ...]]:
-    summary = ("summary", 12, 9, 450.0, None, None, None, None, None, None, None)
+    summary = ("summary", 14, 10, 900.0, None, None, None, None, None, None, None)
     errors = [
         ("error", 1, None, None, None, None, None, None, None, None, "no type given"),
         (
@@ -287,15 +302,25 @@ def _profile_rows() -> list[tuple[Any, ...]]:
          "UnknownColumn" if i % 4 == 1 else None, None)
         for i in range(10)
     ]  # fmt: skip
-    return [recent[3], summary, *errors, *recent[:3], *recent[4:]]
+    kinds = [
+        ("kind", 10, 7, 450.0, *(None,) * 7, "tool"),
+        ("kind", 2, 2, 900.0, *(None,) * 7, "model"),  # the model calls and the runs succeeded:
+        ("kind", 2, 1, 3_000.0, *(None,) * 7, "agent"),  # neither lifts the tool success rate
+    ]
+    return [recent[3], summary, *errors, *recent[:3], *kinds[:1], *recent[4:], *kinds[1:]]
 
 
 def test_profile_answer_shaped_from_rows() -> None:
     engine = FakeEngine(result(PROFILE_COLUMNS, _profile_rows(), engine="athena"))
     answer = get_profile(engine, config=CONFIG, agent_id="agent-7", hours=None, now=NOW)
-    assert (answer.agent_id, answer.ops, answer.successes, answer.failures) == ("agent-7", 12, 9, 3)
-    assert answer.success_rate == 0.75
+    assert (answer.agent_id, answer.ops, answer.successes, answer.failures) == ("agent-7", 14, 7, 3)
+    assert answer.success_rate == 0.7  # 7 of 10 tool calls (with the model calls and runs: 10 of 14)
     assert answer.p95_duration_ms == 450.0
+    assert [(k.name, k.ops, k.failures) for k in answer.by_kind] == [  # busiest first
+        ("tool", 10, 3),
+        ("agent", 2, 1),
+        ("model", 2, 0),
+    ]
     assert [(e.error_type, e.count, e.sample_error) for e in answer.top_errors] == [
         ("UnknownColumn", 2, 'column "wrokers" does not exist'),
         (None, 1, "no type given"),
@@ -347,6 +372,9 @@ def test_query_failures_map_to_503_or_502(error: Exception, expected: type[Excep
 
 
 # ---- the SQL on a real engine (DuckDB through sqlglot, as the embedded engine runs it) ----------
+ENDPOINTS = ("/e0", "tool:e1", "model:m", "/e2", "agent:a")
+
+
 def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
     duckdb = pytest.importorskip("duckdb")
     sqlglot = pytest.importorskip("sqlglot")
@@ -356,18 +384,25 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
     con.execute(
         "CREATE TABLE opslake_test.ops (op_id VARCHAR, ts TIMESTAMPTZ, ingested_at TIMESTAMPTZ, "
         "endpoint VARCHAR, source VARCHAR, agent_id VARCHAR, success BOOLEAN, duration_ms DOUBLE, "
-        "error_type VARCHAR, error VARCHAR, dt VARCHAR, hour VARCHAR, reporter_id VARCHAR)"
+        "error_type VARCHAR, error VARCHAR, dt VARCHAR, hour VARCHAR, reporter_id VARCHAR, event_kind VARCHAR)"
     )
     rows = []
     for i in range(40):  # one op every 7 minutes back from NOW: 4.5 hours, across midnight
         at = NOW - timedelta(minutes=7 * i)
         failed = i % 5 == 0
         rows.append((
-            f"op-{i:02d}", at, at, f"/e{i % 3}", "event" if i % 2 else "gateway", "o'brien" if i % 4 else "other",
+            f"op-{i:02d}", at, at, ENDPOINTS[i % len(ENDPOINTS)], "event" if i % 2 else "gateway",
+            "o'brien" if i % 4 else "other",
             not failed, float(i), f"E{i % 2}" if failed else None, f"error {i}" if failed else None,
             at.strftime("%Y-%m-%d"), at.strftime("%H"), "mallory" if i % 3 == 0 else "obrien-key",
+            "log" if i % 7 == 3 else None,
         ))  # fmt: skip
-    con.executemany("INSERT INTO opslake_test.ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    con.executemany("INSERT INTO opslake_test.ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def kind(row: tuple[Any, ...]) -> str:  # the endpoint's prefix first, then the event kind
+        prefix = row[3].split(":")[0]
+        return prefix if prefix in ("agent", "model") else "report" if row[13] == "log" else "tool"
+
     window = Window.last_hours(NOW, 2)
     inside = [r for r in rows if r[2] >= window.start]
 
@@ -378,7 +413,18 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
 
     stats = stats_from_result(run(stats_sql(CONFIG, window)), window, generated_at=NOW)
     assert stats.ops == len(inside) == 18
-    assert stats.failures == sum(1 for r in inside if not r[6])
+    tools = [r for r in inside if kind(r) == "tool"]
+    assert (
+        stats.failures == sum(1 for r in tools if not r[6]) and stats.successes == len(tools) - stats.failures
+    )
+    assert {k.name: (k.ops, k.failures) for k in stats.by_kind} == {
+        name: (
+            sum(1 for r in inside if kind(r) == name),
+            sum(1 for r in inside if kind(r) == name and not r[6]),
+        )
+        for name in {kind(r) for r in inside}
+    }
+    assert {kind(r) for r in inside} == {"tool", "model", "agent", "report"}
     assert {b.name: b.ops for b in stats.by_source} == {
         s: sum(1 for r in inside if r[4] == s) for s in ("event", "gateway")
     }
@@ -387,9 +433,9 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
     profile = get_profile(engine, config=CONFIG, agent_id="o'brien", hours="2", now=NOW)
     mine = [r for r in inside if r[5] == "o'brien"]
     assert profile.ops == len(mine)
-    assert profile.failures == sum(1 for r in mine if not r[6])
+    assert profile.failures == sum(1 for r in mine if not r[6] and kind(r) == "tool")
     assert [op.op_id for op in profile.recent_ops] == [r[0] for r in mine[:10]]
-    assert sum(e.count for e in profile.top_errors) == profile.failures
+    assert sum(e.count for e in profile.top_errors) == sum(1 for r in mine if not r[6])  # of every kind
     # the agent_id is a claim: each recent op names the key that posted it, and the profile says
     # how many keys stand behind the claimed agent (issue 12)
     assert [op.reporter_id for op in profile.recent_ops] == [r[12] for r in mine[:10]]

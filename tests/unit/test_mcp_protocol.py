@@ -43,6 +43,7 @@ from opslake.tools.mcp import protocol as rpc
 from opslake.tools.mcp.dispatch import synthesize, tool_result
 from opslake.tools.mcp.registry import BY_NAME, TOOLS, ToolSpec
 from opslake.tools.mcp.server import McpServer
+from opslake.tools.mcp.session import ClientInfo, client_of_session
 from opslake.tools.snapshots import SnapshotUnavailableError
 
 from ..conftest import api_event
@@ -324,7 +325,8 @@ def test_initialize_echoes_a_known_version_and_offers_tools_and_resources(world:
     params = {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
     status, body, headers = world.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
     assert status == 200 and headers["content-type"] == "application/json"
-    assert "mcp-session-id" not in headers  # stateless: the client then never opens GET nor sends DELETE
+    # no state kept: the session id the answer issues carries the client's claimed name itself
+    assert client_of_session(headers["mcp-session-id"]) == ClientInfo("test", "1")
     result = _wire(t.InitializeResult, body["result"])
     assert result.protocol_version == (asked if asked in HANDSHAKE_PROTOCOL_VERSIONS else V)
     assert result.capabilities.tools is not None and result.capabilities.resources is not None
@@ -982,3 +984,96 @@ def test_a_text_answer_is_text_only_without_a_made_up_structure() -> None:
     json_answer = {"statusCode": 200, "body": '{"entries": []}'}
     assert tool_result(json_answer)["structuredContent"] == {"entries": []}
     assert tool_result({"statusCode": 200, "body": "[1, 2]"})["structuredContent"] == {"result": [1, 2]}
+
+
+# ---- the MCP session and the client's name on the records -----------------------------------------
+def _initialize(world: World, client: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    params = {"protocolVersion": V, "capabilities": {}, "clientInfo": client}
+    status, _, answer_headers = world.post(
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
+    )
+    assert status == 200
+    return answer_headers
+
+
+def test_a_handshake_clients_calls_carry_its_session_and_claimed_name(world: World) -> None:
+    session = _initialize(world, {"name": "claude-code", "version": "2.1.0"})["mcp-session-id"]
+    assert session.startswith("opslake-mcp:")
+    world.request(
+        "tools/call",
+        {"name": "sql", "arguments": {"sql": "DROP TABLE x"}},
+        headers={"Mcp-Session-Id": session},
+    )
+    world.request("tools/call", {"name": "nope", "arguments": {}}, headers={"Mcp-Session-Id": session})
+    tool_call, refused = world.records()
+    for record in (tool_call, refused):  # a call refused before any tool is recorded the same way
+        assert record.session_id == session  # as issued, and as the client sends it back
+        assert (record.attributes["mcp.client.name"], record.attributes["mcp.client.version"]) == (
+            "claude-code", "2.1.0",
+        )  # fmt: skip
+        assert record.reporter_id == "agent-7"  # the key is the identity; the name only a claim
+
+
+def test_two_clients_sharing_a_key_are_told_apart(world: World) -> None:
+    sessions = [
+        _initialize(world, {"name": name, "version": "1"})["mcp-session-id"] for name in ("cursor", "cline")
+    ]
+    for session in sessions:
+        world.request("tools/call", {"name": "tables", "arguments": {}}, headers={"Mcp-Session-Id": session})
+    records = world.records()
+    assert [r.session_id for r in records] == sessions
+    assert [r.attributes["mcp.client.name"] for r in records] == ["cursor", "cline"]
+
+
+def test_a_session_id_opslake_did_not_issue_is_kept_as_sent_and_names_no_client(world: World) -> None:
+    for sent in ("1868a90c-6b24-4d4e-a1b4-6e3c4a3c0f51", "opslake-mcp:not-a-uuid:forged:1"):
+        assert "mcp-session-id" not in _initialize(
+            world, {"name": "x"}, {"Mcp-Session-Id": sent}
+        )  # none issued
+        world.request("tools/call", {"name": "tables", "arguments": {}}, headers={"Mcp-Session-Id": sent})
+    records = world.records()
+    assert [r.session_id for r in records] == [
+        "1868a90c-6b24-4d4e-a1b4-6e3c4a3c0f51", "opslake-mcp:not-a-uuid:forged:1",
+    ]  # fmt: skip
+    assert not any("mcp.client.name" in r.attributes for r in records)
+
+
+def test_the_agents_own_session_header_wins_over_the_mcp_session(world: World) -> None:
+    session = _initialize(world, {"name": "cursor", "version": "1"})["mcp-session-id"]
+    headers = {"Mcp-Session-Id": session, "x-opslake-session-id": "task-17"}
+    world.request("tools/call", {"name": "tables", "arguments": {}}, headers=headers)
+    (record,) = world.records()
+    assert record.session_id == "task-17" and record.attributes["mcp.client.name"] == "cursor"
+
+
+def test_a_rest_call_does_not_read_the_mcp_session_header(world: World) -> None:
+    world.rest("tables", "GET", "/tables", headers={"Mcp-Session-Id": "s-rest"})
+    (record,) = world.records()
+    assert record.source == "gateway" and record.session_id is None
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        {"name": "evil\x00\n" + "n" * 5_000, "version": "v" * 1_000},
+        {"name": 7},
+        "cursor",
+        {"version": "1"},
+        None,
+    ],
+)
+def test_a_strange_client_info_never_costs_the_record(world: World, client: Any) -> None:
+    session = _initialize(world, client)["mcp-session-id"]
+    assert len(session) <= 200  # an op's id limit: the record keeps it
+    world.request("tools/call", {"name": "tables", "arguments": {}}, headers={"Mcp-Session-Id": session})
+    (record,) = world.records()
+    assert record.session_id == session
+    name = record.attributes.get("mcp.client.name")
+    assert name is None or (name.startswith("evil") and name.isprintable() and len(name) <= 80)
+
+
+def test_a_modern_clients_calls_carry_the_client_info_of_each_request(world: World) -> None:
+    _modern(world, "tools/call", {"name": "tables", "arguments": {}})
+    (record,) = world.records()
+    assert (record.attributes["mcp.client.name"], record.attributes["mcp.client.version"]) == ("test", "1")
+    assert record.session_id is None  # this era has no session

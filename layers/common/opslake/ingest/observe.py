@@ -14,7 +14,10 @@ record is written as one structured log line (recoverable from CloudWatch Logs) 
 A call that came through ``POST /mcp`` (:mod:`opslake.tools.mcp` dispatches it to the tool's own
 resolver) is recorded exactly like the REST call but with ``source`` "mcp": the MCP handler marks
 the event's ``requestContext`` (:data:`TRANSPORT_MARKER`), which API Gateway builds and no client
-can set; a header could be forged.
+can set; a header could be forged. Its record also carries the MCP session (``Mcp-Session-Id``, as
+the client sent it, when no ``x-opslake-session-id`` names one) and the client's name and version
+(``clientInfo``, which the MCP handler puts in the ``requestContext`` as :data:`MCP_CLIENT_MARKER`):
+claims, like an op's ``agent_id``; the API key stays the identity.
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ TASK_CLASS_HEADER = "x-opslake-task-class"
 #: The ``requestContext`` key the MCP handler sets on the events it builds, and its value.
 TRANSPORT_MARKER = "opslakeTransport"
 MCP_TRANSPORT = "mcp"
+#: MCP's session header (Streamable HTTP), read for calls that came through ``POST /mcp``.
+MCP_SESSION_HEADER = "mcp-session-id"
+#: The ``requestContext`` key where the MCP handler puts the client's ``clientInfo`` (name, version).
+MCP_CLIENT_MARKER = "opslakeMcpClient"
+#: The op attributes that carry it.
+MCP_CLIENT_ATTRIBUTES = {"name": "mcp.client.name", "version": "mcp.client.version"}
 
 _OUTPUT_SUMMARY = "opslake_output_summary"
 _ATTRIBUTES = "opslake_attributes"
@@ -118,9 +127,16 @@ def build_record(
     error_code: str | None,
     error_message: str | None,
     source: str = "gateway",
+    mcp_client: dict[str, str] | None = None,
 ) -> QueuedOp:
-    """The op record of one call (pure: no I/O), through the same contract as ``POST /events``."""
+    """The op record of one call (pure: no I/O), through the same contract as ``POST /events``.
+    ``mcp_client`` is the MCP client's ``clientInfo`` (name, version) for a call through ``/mcp``."""
     success = status < 400
+    claimed = {
+        MCP_CLIENT_ATTRIBUTES[key]: value
+        for key, value in (mcp_client or {}).items()
+        if key in MCP_CLIENT_ATTRIBUTES and isinstance(value, str) and value
+    }
     fields: dict[str, Any] = {
         "endpoint": endpoint,
         "source": source,
@@ -128,8 +144,8 @@ def build_record(
         "duration_ms": round(duration_ms, 3),
         "input_summary": request_text,
         "output_summary": output_summary or f"HTTP {status}",
-        "attributes": {"http_status": status, **attributes},
-        "session_id": headers.get(SESSION_HEADER) or None,
+        "attributes": {"http_status": status, **attributes, **claimed},
+        "session_id": session_of(headers, source),
         "trace_id": headers.get(TRACE_HEADER) or None,
         "task_class": headers.get(TASK_CLASS_HEADER) or None,
     }
@@ -144,6 +160,7 @@ def build_record(
         # A bad optional header must not cost the record: drop what the agent supplied.
         for name in ("session_id", "trace_id", "task_class"):
             fields[name] = None
+        fields["attributes"] = {k: v for k, v in fields["attributes"].items() if k not in claimed}
         op = OpInput.server_record(fields)
     return op.to_queued(reporter_id=reporter_id, received_at=started_at)
 
@@ -224,8 +241,9 @@ class Observer:
             error_code=error_code,
             error_message=error_message,
             source=source_of(event.raw_event),
+            mcp_client=mcp_client_of(event.raw_event),
         )
-        sent = {"session_id": headers.get(SESSION_HEADER), "trace_id": headers.get(TRACE_HEADER)}
+        sent = {"session_id": session_of(headers, record.source), "trace_id": headers.get(TRACE_HEADER)}
         if any(value and getattr(record, name) not in (None, value) for name, value in sent.items()):
             # a secret in the agent's session or trace header: stored as "redacted-<digest>"
             metrics.add_metric(name="IdsRedacted", unit=MetricUnit.Count, value=1)
@@ -236,6 +254,21 @@ class Observer:
             metrics.add_metric(name="ObservationsLost", unit=MetricUnit.Count, value=1)
             return
         metrics.add_metric(name="OpsObserved", unit=MetricUnit.Count, value=1)
+
+
+def session_of(headers: dict[str, str], source: str) -> str | None:
+    """The session an agent names: ``x-opslake-session-id``, else for a call through ``/mcp`` its
+    ``Mcp-Session-Id`` (as sent: whichever server issued it, the client's id is its own)."""
+    session = headers.get(SESSION_HEADER)
+    if not session and source == MCP_TRANSPORT:
+        session = headers.get(MCP_SESSION_HEADER)
+    return session or None
+
+
+def mcp_client_of(raw_event: dict[str, Any]) -> dict[str, str] | None:
+    """The ``clientInfo`` the MCP handler found for this call (``requestContext``), if any."""
+    client = (raw_event.get("requestContext") or {}).get(MCP_CLIENT_MARKER)
+    return client if isinstance(client, dict) else None
 
 
 def source_of(raw_event: dict[str, Any]) -> str:

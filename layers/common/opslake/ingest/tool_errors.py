@@ -61,6 +61,8 @@ FAILURE_INFERRED = "opslake.failure_inferred"
 TOOL_ERROR_RESULT = "tool_error_result"
 #: An endpoint that starts with this is a tool op (``tool:query_db``; the OTLP mapping writes it).
 TOOL_ENDPOINT_PREFIX = "tool:"
+#: The OTLP mapping's endpoints of a model call (``model:gpt-4o``) and an agent run (``agent:planner``).
+MODEL_ENDPOINT_PREFIX, AGENT_ENDPOINT_PREFIX = "model:", "agent:"
 #: Results longer than this (characters) are not parsed as JSON.
 MAX_PARSED_CHARS = 64 * 1024
 

@@ -22,6 +22,7 @@ from opslake.errors import (
     BadRequestError,
     NotFoundError,
 )
+from opslake.ingest.tool_errors import AGENT_ENDPOINT_PREFIX, MODEL_ENDPOINT_PREFIX
 from opslake.models.insights import (
     DEFAULT_PROFILE_HOURS,
     DEFAULT_STATS_HOURS,
@@ -29,6 +30,7 @@ from opslake.models.insights import (
     MAX_WINDOW_HOURS,
     PROFILE_REPORTERS,
     RECENT_OPS,
+    TOOL_KIND,
     TOP_ERRORS,
     Breakdown,
     ErrorSummary,
@@ -41,7 +43,7 @@ from opslake.models.ops import MAX_ID_CHARS, Id, now_utc
 from opslake.models.window import Window
 from opslake.query.api import ApiQueryConfig, run_query
 from opslake.query.base import QueryEngine, QueryResult
-from opslake.query.sqltext import sql_string, window_predicate
+from opslake.query.sqltext import sql_string, sql_string_list, window_predicate
 
 #: How long a /stats answer is served from the container's cache.
 STATS_CACHE_TTL_S = 30.0
@@ -78,18 +80,40 @@ def validate_agent_id(raw: str | None) -> str:
 
 
 # ---- SQL ----------------------------------------------------------------------------------------
+#: Event kinds of a runtime's reports, not calls (as the playbooks' contrast counts them too).
+REPORT_EVENT_KINDS = ("log", "rescue", "correction")
+
+
+def op_kind_sql() -> str:
+    """An op's kind (:data:`~opslake.models.insights.OP_KINDS`) from its row: agent runs and model
+    calls by the endpoint the OTLP mapping gives them, reports by their event kind, the rest calls."""
+    return (
+        f"CASE WHEN substr(endpoint, 1, {len(AGENT_ENDPOINT_PREFIX)}) = {sql_string(AGENT_ENDPOINT_PREFIX)} "
+        "THEN 'agent' "
+        f"WHEN substr(endpoint, 1, {len(MODEL_ENDPOINT_PREFIX)}) = {sql_string(MODEL_ENDPOINT_PREFIX)} "
+        "THEN 'model' "
+        f"WHEN coalesce(event_kind, '') IN ({sql_string_list(REPORT_EVENT_KINDS)}) THEN 'report' "
+        f"ELSE {sql_string(TOOL_KIND)} END"
+    )
+
+
 def stats_sql(config: ApiQueryConfig, window: Window) -> str:
-    """One scan, three groupings: the total, each source, each endpoint."""
+    """One scan, four groupings: the total, each source, each endpoint, each kind of op."""
     return f"""SELECT
-  CASE grouping(source, endpoint) WHEN 3 THEN 'total' WHEN 1 THEN 'source' ELSE 'endpoint' END AS kind,
+  CASE WHEN grouping(source) = 0 THEN 'source' WHEN grouping(endpoint) = 0 THEN 'endpoint'
+    WHEN grouping(op_kind) = 0 THEN 'kind' ELSE 'total' END AS kind,
   source,
   endpoint,
+  op_kind,
   count(*) AS ops,
   count_if(NOT success) AS failures,
   approx_percentile(duration_ms, 0.95) AS p95_duration_ms
-FROM {config.table_ref}
-WHERE {window_predicate(window)}
-GROUP BY GROUPING SETS ((), (source), (endpoint))"""
+FROM (
+  SELECT source, endpoint, success, duration_ms, {op_kind_sql()} AS op_kind
+  FROM {config.table_ref}
+  WHERE {window_predicate(window)}
+) AS scoped
+GROUP BY GROUPING SETS ((), (source), (endpoint), (op_kind))"""
 
 
 # Columns of the profile query, with the type each part leaves NULL.
@@ -106,6 +130,7 @@ _PROFILE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("error", "varchar"),
     ("reporter_id", "varchar"),
     ("reporters", "bigint"),
+    ("op_kind", "varchar"),
 )
 
 
@@ -119,8 +144,9 @@ def _select(part: str, values: Mapping[str, str]) -> str:
 
 
 def profile_sql(config: ApiQueryConfig, window: Window, agent_id: str) -> str:
-    """One query, four parts (``part`` says which): the summary, the top errors, the recent ops and
-    the API keys (``reporter_id``) behind them: an agent_id is a claim any key can make."""
+    """One query, five parts (``part`` says which): the summary, the top errors, the recent ops, the
+    API keys (``reporter_id``) behind them (an agent_id is a claim any key can make) and each kind
+    of op apart (a success rate is about tool calls, not model calls or agent runs)."""
     agent_id = validate_agent_id(agent_id)
     summary = _select(
         "summary",
@@ -137,8 +163,17 @@ def profile_sql(config: ApiQueryConfig, window: Window, agent_id: str) -> str:
         {c: c for c in ("op_id", "ts", "endpoint", "success", "duration_ms", "error_type", "reporter_id")},
     )
     keys = _select("reporter", {"ops": "count(*)", "reporter_id": "reporter_id"})
+    kinds = _select(
+        "kind",
+        {
+            "ops": "count(*)",
+            "successes": "count_if(success)",
+            "p95_duration_ms": "approx_percentile(duration_ms, 0.95)",
+            "op_kind": "op_kind",
+        },
+    )
     return f"""WITH scoped AS (
-  SELECT op_id, ts, endpoint, success, duration_ms, error_type, error, reporter_id
+  SELECT op_id, ts, endpoint, success, duration_ms, error_type, error, reporter_id, {op_kind_sql()} AS op_kind
   FROM {config.table_ref}
   WHERE {window_predicate(window)} AND agent_id = {sql_string(agent_id)}
 )
@@ -150,7 +185,9 @@ UNION ALL
 SELECT * FROM ({recent} FROM scoped ORDER BY ts DESC, op_id DESC LIMIT {RECENT_OPS})
 UNION ALL
 SELECT * FROM ({keys} FROM scoped
-  GROUP BY reporter_id ORDER BY count(*) DESC, reporter_id LIMIT {PROFILE_REPORTERS})"""
+  GROUP BY reporter_id ORDER BY count(*) DESC, reporter_id LIMIT {PROFILE_REPORTERS})
+UNION ALL
+SELECT * FROM ({kinds} FROM scoped GROUP BY op_kind)"""
 
 
 # ---- shaping answers ----------------------------------------------------------------------------
@@ -182,11 +219,22 @@ def _breakdown(row: Mapping[str, Any], name_column: str) -> Breakdown:
     )
 
 
+def _busiest(b: Breakdown) -> tuple[int, int, str]:
+    return (-b.ops, -b.failures, b.name)
+
+
+def _tools(kinds: list[Breakdown]) -> Breakdown:
+    """The tool calls' breakdown (zeros when there were none): what the headline rates are about."""
+    none = Breakdown(name=TOOL_KIND, ops=0, failures=0, failure_rate=0.0, p95_duration_ms=None)
+    return next((k for k in kinds if k.name == TOOL_KIND), none)
+
+
 def stats_from_result(result: QueryResult, window: Window, *, generated_at: datetime) -> StatsAnswer:
     """The /stats answer from the stats query's rows (an empty lake gives zeros, not an error)."""
-    total: Mapping[str, Any] = {"ops": 0, "failures": 0, "p95_duration_ms": None}
+    total: Mapping[str, Any] = {"ops": 0}
     sources: list[Breakdown] = []
     endpoints: list[Breakdown] = []
+    kinds: list[Breakdown] = []
     for row in result.records():
         if row["kind"] == "total":
             total = row
@@ -194,20 +242,20 @@ def stats_from_result(result: QueryResult, window: Window, *, generated_at: date
             sources.append(_breakdown(row, "source"))
         elif row["kind"] == "endpoint":
             endpoints.append(_breakdown(row, "endpoint"))
+        elif row["kind"] == "kind":
+            kinds.append(_breakdown(row, "op_kind"))
 
-    def busiest(b: Breakdown) -> tuple[int, int, str]:
-        return (-b.ops, -b.failures, b.name)
-
-    ops, failures = int(total["ops"] or 0), int(total["failures"] or 0)
-    endpoints.sort(key=busiest)
+    tools = _tools(kinds)
+    endpoints.sort(key=_busiest)
     return StatsAnswer(
         window=window,
-        ops=ops,
-        successes=ops - failures,
-        failures=failures,
-        failure_rate=_rate(failures, ops),
-        p95_duration_ms=_ms(total["p95_duration_ms"]),
-        by_source=sorted(sources, key=busiest),
+        ops=int(total["ops"] or 0),
+        successes=tools.ops - tools.failures,
+        failures=tools.failures,
+        failure_rate=tools.failure_rate,
+        p95_duration_ms=tools.p95_duration_ms,
+        by_kind=sorted(kinds, key=_busiest),
+        by_source=sorted(sources, key=_busiest),
         by_endpoint=endpoints[:MAX_ENDPOINTS],
         endpoints_omitted=max(0, len(endpoints) - MAX_ENDPOINTS),
         engine=result.engine,
@@ -240,15 +288,24 @@ def profile_from_result(
         (r for r in rows if r["part"] == "reporter" and r["reporter_id"] is not None),
         key=lambda r: (-int(r["ops"]), r["reporter_id"]),
     )
-    ops, successes = int(summary["ops"]), int(summary["successes"] or 0)
+    kinds = sorted(
+        (
+            _breakdown({**r, "failures": int(r["ops"]) - int(r["successes"] or 0)}, "op_kind")
+            for r in rows
+            if r["part"] == "kind"
+        ),
+        key=_busiest,
+    )
+    tools = _tools(kinds)
     return ProfileAnswer(
         agent_id=agent_id,
         window=window,
-        ops=ops,
-        successes=successes,
-        failures=ops - successes,
-        success_rate=_rate(successes, ops),
-        p95_duration_ms=_ms(summary["p95_duration_ms"]),
+        ops=int(summary["ops"]),
+        successes=tools.ops - tools.failures,
+        failures=tools.failures,
+        success_rate=_rate(tools.ops - tools.failures, tools.ops),
+        p95_duration_ms=tools.p95_duration_ms,
+        by_kind=kinds,
         top_errors=[
             ErrorSummary(error_type=r["error_type"], count=int(r["ops"]), sample_error=r["error"])
             for r in errors[:TOP_ERRORS]

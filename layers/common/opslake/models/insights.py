@@ -20,12 +20,19 @@ RECENT_OPS = 10
 PROFILE_REPORTERS = 10
 
 
+#: Kinds of op the answers count apart: an agent's calls (tools, routes: what success rates are
+#: about), its model calls, its agent runs (each holds calls and model calls: counting its success
+#: beside theirs would count a failure twice), and the reports a runtime makes (lessons, rescues).
+OP_KINDS = ("tool", "model", "agent", "report")
+TOOL_KIND = "tool"
+
+
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Breakdown(_Answer):
-    """Ops of one source or one endpoint in the window."""
+    """Ops of one source, one endpoint or one kind in the window."""
 
     name: str
     ops: int = Field(ge=0)
@@ -38,11 +45,16 @@ class StatsAnswer(_Answer):
     """``GET /stats``: every op of every agent in the window, in total and by source and endpoint."""
 
     window: Window
-    ops: int = Field(ge=0)
-    successes: int = Field(ge=0)
-    failures: int = Field(ge=0)
-    failure_rate: float = Field(ge=0, le=1)
-    p95_duration_ms: float | None
+    ops: int = Field(ge=0, description="every op, of every kind")
+    successes: int = Field(
+        ge=0, description="tool calls that succeeded (model calls and agent runs: by_kind)"
+    )
+    failures: int = Field(ge=0, description="tool calls that failed")
+    failure_rate: float = Field(ge=0, le=1, description="of the tool calls")
+    p95_duration_ms: float | None = Field(description="of the tool calls")
+    by_kind: list[Breakdown] = Field(
+        default_factory=list, description=f"each kind of op apart: {', '.join(OP_KINDS)}"
+    )
     by_source: list[Breakdown]
     by_endpoint: list[Breakdown]
     endpoints_omitted: int = Field(ge=0, description=f"endpoints beyond the busiest {MAX_ENDPOINTS}")
@@ -85,11 +97,16 @@ class ProfileAnswer(_Answer):
 
     agent_id: str
     window: Window
-    ops: int = Field(ge=1)
-    successes: int = Field(ge=0)
-    failures: int = Field(ge=0)
-    success_rate: float = Field(ge=0, le=1)
-    p95_duration_ms: float | None
+    ops: int = Field(ge=1, description="every op, of every kind")
+    successes: int = Field(
+        ge=0, description="tool calls that succeeded (model calls and agent runs: by_kind)"
+    )
+    failures: int = Field(ge=0, description="tool calls that failed")
+    success_rate: float = Field(ge=0, le=1, description="of the tool calls (0 when there were none)")
+    p95_duration_ms: float | None = Field(description="of the tool calls")
+    by_kind: list[Breakdown] = Field(
+        default_factory=list, description=f"each kind of op apart: {', '.join(OP_KINDS)}"
+    )
     top_errors: list[ErrorSummary] = Field(max_length=TOP_ERRORS)
     recent_ops: list[RecentOp] = Field(max_length=RECENT_OPS, description="most recent first (by ts)")
     reporter_count: int = Field(

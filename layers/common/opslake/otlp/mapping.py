@@ -7,7 +7,11 @@ OpenInference (a tool execution, a model call, an agent invocation, a retrieval)
 database spans, framework internals) is counted and skipped unless a deployment keeps all spans.
 
 Attribute names come from the maintained convention packages, never typed by hand; current and
-legacy names are both read (``gen_ai.input.messages`` and the deprecated ``gen_ai.prompt``).
+legacy names are both read (``gen_ai.input.messages`` and the deprecated ``gen_ai.prompt``), and
+content a framework sends as span events instead (Strands) fills what the attributes leave empty.
+One agent run is one ``agent:<name>`` op: agent spans nested in a run (LangGraph's graph nodes) and
+spans that only wrap named agents (the OpenAI Agents SDK's workflow) are not runs. A failure's error
+is the exception's ``<type>: <message>``, never a traceback (LangChain puts one in the status).
 Values are claims like every field of ``POST /events``: ``gen_ai.agent.id`` is who the span says
 ran it, not who sent it (the API key says that). A span's status is one of them: a tool span whose
 result is an error (``{"error": …}``, MCP's ``isError``, "Error: …") is a failed op, marked as
@@ -17,6 +21,7 @@ inferred (:mod:`opslake.ingest.tool_errors`, the rule ``POST /events`` applies t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +40,9 @@ from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 from opslake.ingest.redact import redact
 from opslake.ingest.tool_errors import (
+    AGENT_ENDPOINT_PREFIX,
     FAILURE_INFERRED,
+    MODEL_ENDPOINT_PREFIX,
     TOOL_ENDPOINT_PREFIX,
     ToolError,
     is_tool_endpoint,
@@ -75,6 +82,12 @@ DEFAULT_SOURCE = "otlp"
 UNKNOWN_SERVICE = "unknown_service"  # the resource semantic conventions' default service.name prefix
 FAILED_SPAN_ERROR_TYPE = "span_error"
 EXCEPTION_EVENT = "exception"
+UNNAMED_AGENT = "unnamed_agent"  # an agent span with no name attribute and a blank span name
+# Python's traceback header: a status description holding one is a stack dump (local paths, code
+# lines), not a message; LangChain's tracer (OpenInference) sets it as the status of a failed tool.
+TRACEBACK_HEADER = "Traceback (most recent call last):"
+_TRACEBACK_FRAME = re.compile(r'^\s+File "', re.MULTILINE)
+_EXCEPTION_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 MAX_ENDPOINT_CHARS = 200
 # Summaries are cut again (and redacted) by the op contract; this bounds the work before that.
 MAX_VALUE_CHARS = 8_000
@@ -88,6 +101,8 @@ AGENT_NAMES = (
     OpenInference.AGENT_NAME,
     gen_ai.GEN_AI_AGENT_ID,
 )  # an endpoint names the role
+#: Prefixes of an agent span's name before the agent's own ("invoke_agent support_agent").
+AGENT_SPAN_PREFIXES = (Operation.INVOKE_AGENT.value, Operation.INVOKE_WORKFLOW.value)
 SESSION_IDS = (SESSION_ID, gen_ai.GEN_AI_CONVERSATION_ID, OpenInference.SESSION_ID)
 INPUTS = (
     gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS, OpenInference.INPUT_VALUE, gen_ai.GEN_AI_INPUT_MESSAGES,
@@ -98,6 +113,17 @@ OUTPUTS = (
     gen_ai.GEN_AI_COMPLETION,
 )  # fmt: skip
 TOOL_RESULTS = (gen_ai.GEN_AI_TOOL_CALL_RESULT, OpenInference.OUTPUT_VALUE)  # what the tool answered
+# Content sent as span events instead of attributes. The GenAI conventions' current event (one or
+# more per span, each with some of the message attributes; the contrib instrumentations' event-only
+# mode, Strands with gen_ai_latest_experimental) and the deprecated per-message events (Strands'
+# default): their names are not in the convention package, whose events module is not generated.
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system", "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool",
+}  # fmt: skip
+CHOICE_EVENT = "gen_ai.choice"
+EVENT_CONTENT, EVENT_CHOICE_MESSAGE = "content", "message"
 #: Span attributes kept as op attributes under their own names (models, tokens, providers, ids).
 KEPT_ATTRIBUTES = (
     gen_ai.GEN_AI_OPERATION_NAME, gen_ai.GEN_AI_REQUEST_MODEL, gen_ai.GEN_AI_RESPONSE_MODEL,
@@ -205,30 +231,104 @@ def endpoint_of(span: Span, attributes: Mapping[str, Any], kind: OpKind) -> Any:
         return attributes[OPSLAKE_ENDPOINT]  # the client's own claim: validated, never cut
     tool = _first(attributes, TOOL_NAMES) if kind == "tool" else None
     model = _first(attributes, MODEL_NAMES) if kind == "model" else None
-    agent = _first(attributes, AGENT_NAMES) if kind == "agent" else None
+    agent = agent_name_of(span, attributes) if kind == "agent" else None
     if tool is not None:
         name = f"{TOOL_ENDPOINT_PREFIX}{as_text(tool)}"
     elif model is not None:
-        name = f"model:{as_text(model)}"
-    elif agent is not None:
-        name = f"agent:{as_text(agent)}"
+        name = f"{MODEL_ENDPOINT_PREFIX}{as_text(model)}"
+    elif agent is not None or kind == "agent":  # every agent run under one prefix, named or not
+        name = f"{AGENT_ENDPOINT_PREFIX}{agent or UNNAMED_AGENT}"
     else:
         name = span.name.strip() or "otlp:unnamed_span"
     return name[:MAX_ENDPOINT_CHARS].strip()
 
 
+def agent_name_of(span: Span, attributes: Mapping[str, Any]) -> str | None:
+    """The agent an agent span runs: its name attribute (GenAI, OpenInference), its graph node id, or
+    its span name without the operation ("invoke_agent support_agent" names support_agent)."""
+    named = _first(attributes, (*AGENT_NAMES, OpenInference.GRAPH_NODE_ID))
+    if named is not None:
+        return as_text(named)
+    name = span.name.strip()
+    for prefix in AGENT_SPAN_PREFIXES:
+        if name == prefix or name.startswith(prefix + " "):
+            name = name.removeprefix(prefix).strip()
+    return name or None
+
+
+def _exception_line(traceback: str) -> str | None:
+    """What a Python traceback says after its last frame: the exception line ("ValueError: …", and
+    the notes Python 3.11 adds), without the frames' file paths and code."""
+    frames = list(_TRACEBACK_FRAME.finditer(traceback))
+    if not frames:
+        return None
+    lines = traceback[frames[-1].end() :].splitlines()[1:]  # the rest of the frame line
+    while lines and (not lines[0].strip() or lines[0][:1].isspace()):  # the frame's code and carets
+        lines.pop(0)
+    return "\n".join(line for line in lines if line.strip()) or None
+
+
 def error_of(span: Span, attributes: Mapping[str, Any], failed: bool) -> tuple[str | None, str | None]:
-    """(error, error_type): the status message or the last exception event's message; ``error.type``
-    or that exception's type (a failed span with neither gets ``span_error``)."""
+    """(error, error_type): the last exception event as ``<type>: <message>`` (the same words
+    whichever framework recorded it); else the status description; else, when the description is a
+    traceback, its exception line. The type is ``error.type`` or that exception's (a failed span
+    with neither gets ``span_error``).
+
+    A description holding a traceback (LangGraph's tool failures) is never stored: it is a stack
+    dump with local file paths and code, and the exception event says the same in one line."""
     # the last exception recorded is the one that ended the span (earlier ones were retried)
     exception = next(
         (attributes_of(e.attributes) for e in reversed(span.events) if e.name == EXCEPTION_EVENT), {}
     )
-    error = as_text(span.status.message) or as_text(exception.get(EXCEPTION_MESSAGE))
-    error_type = as_text(attributes.get(ERROR_TYPE)) or as_text(exception.get(EXCEPTION_TYPE))
+    description = span.status.message
+    traceback = TRACEBACK_HEADER in description
+    exception_type, exception_message = (
+        as_text(exception.get(EXCEPTION_TYPE)),
+        as_text(exception.get(EXCEPTION_MESSAGE)),
+    )
+    raised = (
+        f"{exception_type}: {exception_message}"
+        if exception_type and exception_message
+        else exception_message
+    )
+    error = raised or (None if traceback else as_text(description))
+    if error is None and traceback:
+        error = as_text(_exception_line(description))
+        named = _EXCEPTION_TYPE.match(error or "")
+        exception_type = exception_type or (named.group(1) if named else None)
+    error_type = as_text(attributes.get(ERROR_TYPE)) or exception_type
     if failed:
         return error or "the span's status is ERROR", error_type or FAILED_SPAN_ERROR_TYPE
     return error, error_type  # a successful span may still name an error it recovered from
+
+
+def event_content(span: Span) -> dict[str, Any]:
+    """The content a span sent as events, under the attribute names it would have as attributes:
+    ``gen_ai.input.messages``/``gen_ai.output.messages`` from the details events (merged: a span
+    may send input and output in two), and from the per-message events the input (one message's
+    content as it is, as a tool's arguments are; several as a list of role and content) and the
+    output (the choices' messages likewise)."""
+    found: dict[str, Any] = {}
+    inputs: list[dict[str, Any]] = []
+    choices: list[Any] = []
+    for event in span.events:
+        if event.name == DETAILS_EVENT:
+            found.update(
+                (kv.key, value_of(kv.value))
+                for kv in event.attributes
+                if kv.key in (gen_ai.GEN_AI_INPUT_MESSAGES, gen_ai.GEN_AI_OUTPUT_MESSAGES)
+            )
+        elif event.name in MESSAGE_EVENTS or event.name == CHOICE_EVENT:
+            values = attributes_of(event.attributes)
+            if event.name == CHOICE_EVENT and values.get(EVENT_CHOICE_MESSAGE) is not None:
+                choices.append(values[EVENT_CHOICE_MESSAGE])
+            elif event.name in MESSAGE_EVENTS and values.get(EVENT_CONTENT) is not None:
+                inputs.append({"role": MESSAGE_EVENTS[event.name], "content": values[EVENT_CONTENT]})
+    if inputs:
+        found.setdefault(gen_ai.GEN_AI_PROMPT, inputs[0]["content"] if len(inputs) == 1 else inputs)
+    if choices:
+        found.setdefault(gen_ai.GEN_AI_COMPLETION, choices[0] if len(choices) == 1 else choices)
+    return found
 
 
 def _service(resource: Mapping[str, Any]) -> Any:
@@ -313,6 +413,7 @@ def span_to_op(
     if span.end_time_unix_nano < span.start_time_unix_nano:
         raise ValueError("end_time_unix_nano is before start_time_unix_nano (or not set)")
     trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
+    events = event_content(span)  # read only where the attributes say nothing
     failed = span.status.code == Status.STATUS_CODE_ERROR
     error, error_type = error_of(span, attributes, failed)
     endpoint = endpoint_of(span, attributes, kind)
@@ -333,10 +434,15 @@ def span_to_op(
         "source": DEFAULT_SOURCE,
         "error": error,
         "error_type": error_type,
-        "agent_id": as_text(_first(attributes, AGENT_IDS) or inherited.agent_id or _service(resource)),
+        "agent_id": as_text(
+            _first(attributes, AGENT_IDS)
+            or (agent_name_of(span, attributes) if kind == "agent" else None)
+            or inherited.agent_id
+            or _service(resource)
+        ),
         "session_id": as_text(_first(attributes, SESSION_IDS) or inherited.session_id),
-        "input_summary": as_text(_first(attributes, INPUTS)),
-        "output_summary": as_text(_first(attributes, OUTPUTS)),
+        "input_summary": as_text(_first(attributes, INPUTS) or _first(events, INPUTS)),
+        "output_summary": as_text(_first(attributes, OUTPUTS) or _first(events, OUTPUTS)),
         "attributes": kept,
     }
     for field in OPSLAKE_FIELDS:  # a runtime's own claims, validated like /events fields
@@ -346,34 +452,112 @@ def span_to_op(
 
 
 MAX_ANCESTORS = 64  # how far up a trace an agent or session is looked for (a cycle cannot loop)
+# OpenInference's LangChain instrumentation marks each LangGraph node's span with its node in the
+# span's metadata; a node named "agent" is an AGENT span, a step of the graph's run, not a run.
+GRAPH_STEP_KEYS = ("langgraph_node",)
+
+
+def is_graph_step(attributes: Mapping[str, Any]) -> bool:
+    """Whether the span's OpenInference metadata names the graph node it executes."""
+    metadata = attributes.get(OpenInference.METADATA)
+    if isinstance(metadata, str) and any(key in metadata for key in GRAPH_STEP_KEYS):
+        try:
+            metadata = json.loads(metadata)
+        except ValueError:
+            return False
+    return isinstance(metadata, dict) and any(key in metadata for key in GRAPH_STEP_KEYS)
+
+
+@dataclass(frozen=True)
+class _Node:
+    parent: bytes
+    kind: OpKind | None
+    agent: Any  # the agent the span names by attribute
+    session: Any
+    run_name: str | None  # the agent it runs, when it is an agent span
+    graph_step: bool
+    named: bool  # it names its agent by attribute (not only by its span name)
 
 
 class _Ancestry:
-    """Each span's parent and own agent/session claims in one export, to find a span's run context."""
+    """Each span's parent, kind and own agent/session claims in one export: to find a span's run
+    context, and which agent spans are runs (the outermost of an agent) and which are its steps."""
 
     def __init__(self) -> None:
-        self._parent: dict[tuple[bytes, bytes], bytes] = {}
-        self._claims: dict[tuple[bytes, bytes], RunContext] = {}
+        self._nodes: dict[tuple[bytes, bytes], _Node] = {}
+        self._wrappers: set[tuple[bytes, bytes]] | None = None  # found once all spans are added
 
-    def add(self, span: Span, attributes: Mapping[str, Any]) -> None:
+    def add(self, span: Span, attributes: Mapping[str, Any], kind: OpKind | None) -> None:
         if not any(span.span_id):
             return  # an invalid id (its span is refused) is nobody's parent
-        key = (span.trace_id, span.span_id)
-        self._parent[key] = span.parent_span_id
-        self._claims[key] = RunContext(_first(attributes, AGENT_IDS), _first(attributes, SESSION_IDS))
+        agent = kind == "agent"
+        self._nodes[(span.trace_id, span.span_id)] = _Node(
+            span.parent_span_id,
+            kind,
+            _first(attributes, AGENT_IDS),
+            _first(attributes, SESSION_IDS),
+            agent_name_of(span, attributes) if agent else None,
+            agent and is_graph_step(attributes),
+            agent and _first(attributes, AGENT_NAMES) is not None,
+        )
+        self._wrappers = None
 
-    def context_of(self, span: Span) -> RunContext:
-        agent = session = None
+    def _wrapper_keys(self) -> set[tuple[bytes, bytes]]:
+        """Agent spans that name no agent and enclose one that does: a workflow around agent runs
+        (the OpenAI Agents SDK's "Agent workflow" trace span, which OpenInference makes an AGENT
+        span), not a run of its own."""
+        if self._wrappers is None:
+            self._wrappers = set()
+            for (trace_id, _), node in self._nodes.items():
+                if node.kind != "agent" or not node.named:
+                    continue
+                parent = node.parent
+                for _ in range(MAX_ANCESTORS):
+                    above = self._nodes.get((trace_id, parent)) if parent else None
+                    if above is None:
+                        break
+                    if above.kind == "agent" and not above.named:
+                        self._wrappers.add((trace_id, parent))
+                    parent = above.parent
+        return self._wrappers
+
+    def is_wrapper(self, span: Span) -> bool:
+        return (span.trace_id, span.span_id) in self._wrapper_keys()
+
+    def _ancestors(self, span: Span) -> Iterator[tuple[tuple[bytes, bytes], _Node]]:
         parent = span.parent_span_id
         for _ in range(MAX_ANCESTORS):
             key = (span.trace_id, parent)
-            if not parent or key not in self._claims:
-                break
-            claims = self._claims[key]
-            agent, session = agent or claims.agent_id, session or claims.session_id
+            node = self._nodes.get(key) if parent else None
+            if node is None:
+                return
+            yield key, node
+            parent = node.parent
+
+    def _run_of(self, key: tuple[bytes, bytes], node: _Node) -> bool:
+        return node.kind == "agent" and not node.graph_step and key not in self._wrapper_keys()
+
+    def is_step(self, span: Span, attributes: Mapping[str, Any]) -> bool:
+        """An agent span is a step of a run, not a run, when its metadata names the graph node it
+        executes, or when an agent span encloses it in this export and it names no other agent
+        (LangGraph nests AGENT spans per node; a sub-agent with a name of its own is a run)."""
+        if is_graph_step(attributes):
+            return True
+        enclosing = next((n for key, n in self._ancestors(span) if self._run_of(key, n)), None)
+        if enclosing is None:
+            return False
+        named = _first(attributes, AGENT_NAMES)
+        return named is None or as_text(named) in (enclosing.run_name, as_text(enclosing.agent))
+
+    def context_of(self, span: Span) -> RunContext:
+        """The agent and session of the nearest ancestors that name them (an agent run names its
+        agent even without an attribute: the tool spans under it are its calls)."""
+        agent = session = None
+        for key, node in self._ancestors(span):
+            agent = agent or node.agent or (node.run_name if self._run_of(key, node) else None)
+            session = session or node.session
             if agent is not None and session is not None:
                 break
-            parent = self._parent[key]
         return RunContext(agent, session)
 
 
@@ -391,11 +575,13 @@ def map_export(request: ExportTraceServiceRequest, *, keep_all: bool = False) ->
     spans = [
         (span, attributes_of(span.attributes), resource, scope) for span, resource, scope in _spans(request)
     ]
+    kinds = [kind_of(span, attributes, keep_all=keep_all) for span, attributes, _, _ in spans]
     ancestry = _Ancestry()
-    for span, attributes, _, _ in spans:
-        ancestry.add(span, attributes)
-    for span, attributes, resource, scope in spans:
-        kind = kind_of(span, attributes, keep_all=keep_all)
+    for (span, attributes, _, _), kind in zip(spans, kinds, strict=True):
+        ancestry.add(span, attributes, kind)
+    for (span, attributes, resource, scope), kind in zip(spans, kinds, strict=True):
+        if kind == "agent" and (ancestry.is_step(span, attributes) or ancestry.is_wrapper(span)):
+            kind = "span" if keep_all else None  # one agent op per run, not per graph step or workflow
         if kind is None:
             result.skipped += 1
             continue

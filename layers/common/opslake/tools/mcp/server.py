@@ -1,5 +1,7 @@
-"""``POST /mcp``: MCP's Streamable HTTP transport, stateless (no ``Mcp-Session-Id``, no SSE stream)
-with JSON answers, hand-rolled on plain dicts (see :mod:`opslake.tools.mcp.protocol` for why).
+"""``POST /mcp``: MCP's Streamable HTTP transport, stateless (no SSE stream, no session state: the
+``Mcp-Session-Id`` ``initialize`` issues carries the client's name itself, see
+:mod:`opslake.tools.mcp.session`) with JSON answers, hand-rolled on plain dicts (see
+:mod:`opslake.tools.mcp.protocol` for why).
 
 Both eras: the handshake (``initialize`` first; 2024-11-05 … 2025-11-25) and 2026-07-28 (no
 handshake: an envelope in every request's ``params._meta``, mirrored in headers; see
@@ -39,10 +41,19 @@ from opslake.errors import BadRequestError, MalformedJsonError, OpslakeError
 from opslake.http.bodies import check_json_depth, request_body
 from opslake.http.identity import KeyNameResolver, caller_key_id
 from opslake.http.responses import json_response, report_error
+from opslake.ingest.observe import MCP_CLIENT_MARKER
 from opslake.tools.mcp import modern as modern_era
 from opslake.tools.mcp import protocol as rpc
 from opslake.tools.mcp.dispatch import call_event, rest_answer, synthesize, tool_result
 from opslake.tools.mcp.registry import BY_NAME, TOOLS, ToolSpec
+from opslake.tools.mcp.session import (
+    CLIENT_INFO_META,
+    SESSION_HEADER,
+    ClientInfo,
+    client_info,
+    client_of_session,
+    issue_session_id,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
@@ -157,12 +168,16 @@ class McpServer:
         params = message.get("params", {})
         if params is None:
             params = {}
+        headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+        session = headers.get(SESSION_HEADER.lower())
         if modern:  # the envelope first (the SDK's order), then method existence
             if not isinstance(params, dict):
                 raise rpc.RpcError(rpc.INVALID_PARAMS, f"{method} params must be an object carrying _meta")
-            headers = {k.lower(): v for k, v in (event.headers or {}).items()}
             modern_era.check_envelope(method, params, headers)
+            _mark_client(event, client_info(params["_meta"].get(CLIENT_INFO_META)))
             params = {k: v for k, v in params.items() if k != "_meta"}
+        else:
+            _mark_client(event, client_of_session(session))
         handler = methods.get(method)
         if handler is None:
             raise rpc.RpcError(rpc.METHOD_NOT_FOUND, f"method not found: {method[:80]}")
@@ -173,7 +188,12 @@ class McpServer:
                 )
             raise rpc.RpcError(rpc.INVALID_PARAMS, f"{method} params must be an object")
         result = handler(params, event, context)
-        return json_response(200, rpc.result(id_, modern_era.complete(method, result) if modern else result))
+        answer = rpc.result(id_, modern_era.complete(method, result) if modern else result)
+        if method == "initialize" and not session:  # the client's name, for its calls' records
+            return json_response(
+                200, answer, {SESSION_HEADER: issue_session_id(client_info(params.get("clientInfo")))}
+            )
+        return json_response(200, answer)
 
     def _error(self, id_: rpc.JsonRpcId, exc: rpc.RpcError) -> Response:
         return json_response(exc.http, rpc.error(id_, exc), exc.headers or None)
@@ -367,6 +387,13 @@ class McpServer:
         raise self._refusal
 
 
+def _mark_client(event: APIGatewayProxyEvent, client: ClientInfo | None) -> None:
+    """Put the client's claimed name where the tools' observation reads it: the ``requestContext``
+    the dispatched events are copied from (API Gateway builds it; a client cannot write there)."""
+    if client is not None:
+        event.raw_event.setdefault("requestContext", {})[MCP_CLIENT_MARKER] = client.as_marker()
+
+
 def _invalid_arguments(message: str, detail: dict[str, Any]) -> dict[str, Any]:
     """The ``isError`` result of a call refused before its tool (arguments its schema rules out)."""
     error = {"error": "mcp_invalid_params", "message": message, "detail": detail}
@@ -383,7 +410,7 @@ def method_not_allowed() -> Response:
         405,
         {
             "error": "method_not_allowed",
-            "message": "POST JSON-RPC messages to /mcp: it is stateless (no SSE stream, no session to end)",
+            "message": "POST JSON-RPC messages to /mcp: it is stateless (no SSE stream; a session holds no state to end)",
         },
         {"Allow": "POST"},
     )
