@@ -233,9 +233,9 @@ def test_an_id_that_grows_when_redacted_is_cut_to_the_id_limit() -> None:
 
 
 # issue 13: op ids like "c1-<32 hex>" were taken whole by the entropy layer about once in 2,700, so
-# ops of one key shared the op id "[REDACTED]" and the (reporter_id, op_id) dedupe kept one of them.
-# The entropy rule still takes them (a prefix and hex is also the shape of Mailgun's, Lob's and
-# Plaid's keys), but as identifiers they stay apart.
+# ops of one key shared the op id "[REDACTED]" and the (reporter_id, op_id) dedupe kept one of them;
+# issue 25: a name and a hex id is an id's shape, kept as sent as an id and in text. The same shape
+# under a name that says credential is still a key (Mailgun's, Lob's, Plaid's).
 PREFIXED_HEX_IDS = [  # each of these was "[REDACTED]" as an op id
     "c1-92c54f3af1c4c6832bf0a75891de6ed7",
     "c1-5b71f8c393092abe7d5fb4e2afc66d82",
@@ -243,10 +243,16 @@ PREFIXED_HEX_IDS = [  # each of these was "[REDACTED]" as an op id
 ]
 
 
-def test_ids_the_entropy_rule_takes_stay_distinct_as_identifiers() -> None:
-    assert {redact(i) for i in PREFIXED_HEX_IDS} == {REDACTED}
-    stored = [redact_identifier(i) for i in PREFIXED_HEX_IDS]
-    assert len(set(stored)) == len(stored) and all(s.startswith("redacted-") for s in stored)
+def test_prefixed_hex_ids_are_kept_as_sent() -> None:
+    assert [redact(i) for i in PREFIXED_HEX_IDS] == PREFIXED_HEX_IDS
+    assert [redact_identifier(i) for i in PREFIXED_HEX_IDS] == PREFIXED_HEX_IDS
+
+
+@pytest.mark.parametrize(
+    "key", ["key-3f9c2b1a0d8e7f6a5b4c3d2e1f0a9b8c", "live_3f9c2b1a0d8e7f6a5b4c3d2e1f0a9b8c"]
+)
+def test_a_hex_key_under_a_credential_name_is_still_caught_in_text(key: str) -> None:
+    assert redact(f"mail failed with {key} today") == f"mail failed with {REDACTED} today"
 
 
 def test_the_stored_form_of_a_redacted_identifier_is_left_as_it_is() -> None:
@@ -258,7 +264,7 @@ def test_the_stored_form_of_a_redacted_identifier_is_left_as_it_is() -> None:
 
 
 def test_a_redacted_identifier_is_a_marked_digest_distinct_and_stable() -> None:
-    secrets_ = [f"sk_live_{rng_token(i)}" for i in range(50)] + ["V1StGXR8_Z5jdHi6B-myTq9k"]
+    secrets_ = [f"sk_live_{rng_token(i)}" for i in range(50)] + ["ghp_" + rng_token(7) + "abcdefghijkl"]
     stored = [redact_identifier(f"run-{s}") for s in secrets_]
     assert len(set(stored)) == len(stored)  # distinct ids stay distinct
     assert stored == [redact_identifier(f"run-{s}") for s in secrets_]  # a retry keeps its id

@@ -20,13 +20,15 @@ scanned is capped at :data:`MAX_SCAN_CHARS`):
   or :data:`DECODED_ALLOWANCE` more than the text's length, each decoded text counting at least
   :data:`MIN_DECODED_CHARGE`, a token that decodes to text is replaced unchecked);
 * **entropy**: a bare token that reads as random (mixed classes, high Shannon entropy) and not as
-  an id opslake itself uses (ULID, UUID, hex digests, trace ids, its own ``redacted-<32 hex>``).
+  an id (ULID, UUID, hex digests, trace ids, opslake's own ``redacted-<32 hex>``, and the public id
+  shapes of :func:`public_id`: API object ids, pod names, readable ids, cuid, nanoid, KSUID).
 
 :func:`redact` handles free text; :func:`redact_attribute` a value under a key (the whole value
 when the key is secret-named); :func:`redact_label` labels and attribute keys, whose replacement
 must stay a valid id; :func:`redact_identifier` ids that tell ops, sessions, traces, agents or
-signatures apart (:data:`IDENTITY_FIELDS`): one with a secret in it becomes ``redacted-`` and 32
-hex characters of its SHA-256, so distinct ids stay distinct and a retry keeps its id.
+signatures apart (:data:`IDENTITY_FIELDS`): kept as sent unless it holds a credential of a known
+shape, then ``redacted-`` and 32 hex characters of its SHA-256, so distinct ids stay distinct and a
+retry keeps its id.
 """
 
 from __future__ import annotations
@@ -69,6 +71,19 @@ MAX_DEPTH = 2  # base64 inside URL-encoding (or the reverse), no further
 IDENTITY_FIELDS = frozenset({"op_id", "session_id", "trace_id", "agent_id", "sig_hash"})
 REDACTED_ID_PREFIX = "redacted-"
 REDACTED_ID_HEX_CHARS = 32  # 128 bits: no two ids of a reporter collide in practice
+# Joints of an id looked at for a token after them (see holds_credential_shape): the first few only,
+# in the first MAX_ID_JOINTS_CHARS characters (an id is at most 200; a token fits in the rest).
+_ID_JOINT = re.compile(r"[-_:/.=@,;|+]")
+MAX_ID_JOINTS = 8
+MAX_ID_JOINTS_CHARS = 160
+# In an id, a value assigned to one of these names is a secret ("password=hunter2"); other secret
+# words name ids as often as secrets ("session:01HX…", "token-42", "auth0|5f…", "sid=…").
+_ID_SECRET_TERMS = frozenset(
+    {
+        "password", "passwords", "passwd", "passphrase", "pwd", "secret", "secrets", "apikey",
+        "privatekey", "accesskey", "secretkey", "clientsecret", "xapikey", "credential", "credentials",
+    }
+)  # fmt: skip
 
 # ---- secret names --------------------------------------------------------------------------
 # A key is split into lowercase parts (snake, kebab, dotted, camelCase); a term is a part or two
@@ -134,6 +149,7 @@ _VALUE = re.compile(
     + "})"
 )
 _ASSIGN = re.compile(r"[=:]")
+_REST_OF_SECRET = re.compile(r"""[^\s"'`,;&<>{}\[\]]{1,""" + str(MAX_VALUE_CHARS) + "}")
 _INNER_KEY = re.compile(r"[A-Za-z_][A-Za-z_.\-]{0,63}")  # a key with no digits: not a password's tail
 _HEADER_VALUE = re.compile(r"""[^\r\n"'`]{1,2048}""")
 _XML_VALUE = re.compile(r">\s{0,8}([^<]{1," + str(MAX_VALUE_CHARS) + "})</")
@@ -213,11 +229,92 @@ _UUID = re.compile(r"(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 # own ids, like a ULID, so a client resending it as stored gets it back unchanged.
 _REDACTED_ID = re.compile(re.escape(REDACTED_ID_PREFIX) + f"[0-9a-f]{{{REDACTED_ID_HEX_CHARS}}}")
 _WORDISH = re.compile(r"[A-Za-z][a-z]{2,}")
+
+# ---- public id shapes --------------------------------------------------------------------------
+# Ids that APIs and id generators hand out are random by design, so the entropy layer took them for
+# secrets and a client could no longer find its own op or tool call. These shapes are public (they
+# identify an object; they authenticate nothing): the entropy layer and the "credential-looking"
+# test leave them alone. A credential of a known shape is still caught by the shape and provider
+# rules, which run first (Stripe's sk_live_/rk_live_ keys, OpenAI's sk-, GitHub's ghp_, ...).
+# Object-id prefixes of OpenAI (tool calls, completions, responses, files, messages, threads, runs,
+# assistants, batches, fine-tunes, vector stores), Anthropic (msg_, toolu_) and Stripe-like APIs
+# (charges, payment intents, customers, invoices, subscriptions, ...); none of them is a secret's.
+_PUBLIC_PREFIXES = (
+    "call", "chatcmpl", "cmpl", "resp", "file", "msg", "thread", "run", "asst", "step", "batch", "vs",
+    "vsfb", "ftjob", "ftckpt", "fc", "rs", "modr", "toolu", "srvtoolu", "ch", "pi", "cus", "in", "ii",
+    "il", "sub", "si", "prod", "price", "evt", "pm", "seti", "src", "card", "txn", "re", "po", "tr",
+    "py", "acct", "cs", "dp", "du", "ba", "req", "sess", "sched", "prv", "plink", "promo", "trr",
+)  # fmt: skip
+_PREFIXED_ID = re.compile(r"(?:" + "|".join(_PUBLIC_PREFIXES) + r")[_-](?:(?:test|live)_)?[A-Za-z0-9]{8,64}")
+# A lowercase name, then a hex digest or counter of a usual length (run-<32 hex>, req_<24 hex>,
+# build.<40 hex>): the name says what it is, the hex is an id's (a digest, an ObjectId, a UUID).
+_PREFIXED_HEX = re.compile(
+    r"[a-z][a-z0-9]{0,15}(?:[-_.][a-z][a-z0-9]{0,15}){0,3}[-_.:]"
+    r"(?:[0-9a-f]{12}|[0-9a-f]{16}|[0-9a-f]{24}|[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64})"
+)
+# Kubernetes pod names: a workload name, then the controller's random suffixes, drawn from an
+# alphabet without vowels and 0/1/3 (k8s.io/apimachinery's rand.String): <name>-<hash>-<5>, <name>-<5>.
+_K8S = "[bcdfghjklmnpqrstvwxz2456789]"
+_POD_NAME = re.compile(rf"[a-z0-9](?:[a-z0-9-]{{0,60}}[a-z0-9])?(?:-{_K8S}{{6,10}})?-{_K8S}{{5}}")
+# A readable id: names, numbers and short hex joined by - _ . : ("lh-3a9f1c-OpenStack-17",
+# "us-east-1", "job_2026_11_28_nightly"). A generated secret's pieces hold mixed letters and digits.
+_READABLE_PIECE = re.compile(r"[0-9]{1,14}|[0-9a-f]{1,12}|[A-Za-z]{1,16}|[a-z]{1,12}[0-9]{1,4}")
+_PIECE_SEPARATORS = re.compile(r"[-_.:]")
+_CREDENTIAL_PIECES = frozenset({"access", "refresh", "private", "api", "live", "test", "prod", "production"})
+# cuid (v1): "c", a base36 millisecond timestamp, a counter, a fingerprint and randomness.
+_CUID = re.compile(r"c[0-9a-z]{24}")
+_CUID_TIME = (1_262_304_000_000, 4_102_444_800_000)  # 2010 to 2100, in ms
+# cuid2 (24 of [a-z0-9], a letter first), nanoid (21 of [A-Za-z0-9_-]), 22-character base62 (a UUID
+# in base62) and KSUIDs (27 base62, a timestamp first): id generators' default lengths, taken as ids
+# by the entropy layer only (under a secret-named key they are still judged as credentials).
+_CUID2 = re.compile(r"[a-z][0-9a-z]{23}")
+_NANOID = re.compile(r"[A-Za-z0-9_-]{21}")
+_BASE62_22 = re.compile(r"[A-Za-z0-9]{22}")
+_KSUID = re.compile(r"[A-Za-z0-9]{27}")
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_KSUID_EPOCH, _KSUID_TIME = 1_400_000_000, (1_262_304_000, 4_102_444_800)  # 2010 to 2100, in s
+# data: URIs of media: the base64 body is the image, not a secret (text: URIs are still decoded).
+_DATA_URI = re.compile(
+    r"data:(?:image|audio|video|font)/[A-Za-z0-9.+-]{1,64}(?:;[A-Za-z0-9=.+-]{1,64}){0,4};base64,"
+    r"[A-Za-z0-9+/]*={0,2}"
+)
+
+
+def public_id(token: str) -> bool:
+    """Whether ``token`` has the shape of a public object id (see above): an API object's prefixed
+    id, a name with a hex id, a pod name, a readable id or a cuid; never a credential by itself."""
+    if _PREFIXED_ID.fullmatch(token) or _POD_NAME.fullmatch(token):
+        return True
+    if _CUID.fullmatch(token):
+        return _CUID_TIME[0] <= int(token[1:9], 36) <= _CUID_TIME[1]
+    pieces = _PIECE_SEPARATORS.split(token)
+    if len(pieces) < 2 or not (
+        _PREFIXED_HEX.fullmatch(token) or all(_READABLE_PIECE.fullmatch(piece) for piece in pieces)
+    ):
+        return False
+    # a name that says credential makes it one: Mailgun's "key-<32 hex>", Lob's "live_<hex>",
+    # Plaid's "access-production-<uuid>"
+    return not any(piece.lower() in _CREDENTIAL_PIECES or _SECRET_WORD.search(piece) for piece in pieces)
+
+
+def _generated_id(token: str) -> bool:
+    """An id generator's default shape (cuid2, nanoid, 22-character base62, KSUID): for the entropy
+    layer only, since a short key or password of the same length and alphabet reads the same."""
+    if _KSUID.fullmatch(token):
+        number = 0
+        for ch in token:
+            number = number * 62 + _BASE62.index(ch)
+        seconds = (number >> 128) + _KSUID_EPOCH
+        return _KSUID_TIME[0] <= seconds <= _KSUID_TIME[1]
+    return bool(_CUID2.fullmatch(token) or _NANOID.fullmatch(token) or _BASE62_22.fullmatch(token))
+
+
 _CLASSES = (re.compile(r"[A-Z]"), re.compile(r"[a-z]"), re.compile(r"[0-9]"))
 _PATH_OR_SPACE = re.compile(r"[/\\ ]")
 _ASCII_DIGIT = re.compile(r"[0-9]")
 _ASCII_ALPHA = re.compile(r"[A-Za-z]")
 _SYMBOL = re.compile(r"[!@#$%^&*+=~|?<>]")
+_PADDING = re.compile(r"={1,2}(?!\w)")
 _SWITCH = re.compile(r"[0-9](?=[^0-9])|[^0-9](?=[0-9])")
 
 _URLSAFE = str.maketrans("-_", "+/")
@@ -286,6 +383,11 @@ def secret_key_strength(key: str) -> int:
     return 1 if terms & _WEAK_TERMS and not described else 0
 
 
+def _terms(key: str) -> set[str]:
+    parts = key_parts(key)
+    return set(parts) | {a + b for a, b in pairwise(parts)}
+
+
 def is_secret_key(key: str) -> bool:
     """Whether values under ``key`` are redacted whole (``password``, ``x-api-key``, ``DB_TOKEN``)."""
     return secret_key_strength(key) == 2
@@ -301,7 +403,7 @@ def looks_like_credential(value: str, *, min_len: int = 16) -> bool:
     (under a weak name such as ``key`` or ``session_id``, and after a secret word)."""
     if len(value) < min_len or value.lower() in _STOP_VALUES or _PATH_OR_SPACE.search(value):
         return False
-    if _UUID.fullmatch(value) or _ULID.fullmatch(value):
+    if _UUID.fullmatch(value) or _ULID.fullmatch(value) or public_id(value):
         return False
     if _HEX_OR_UUID.fullmatch(value):
         return len(value) >= 32  # a hex session id or token; shorter hex is a counter or a short hash
@@ -334,8 +436,8 @@ def _looks_random(token: str) -> bool:
     core = token.rstrip("=")
     if len(core) < 20 or _HEX_OR_UUID.fullmatch(core) or _ULID.fullmatch(core):
         return False
-    if _REDACTED_ID.fullmatch(core):
-        return False
+    if _REDACTED_ID.fullmatch(core) or public_id(token) or _generated_id(token):
+        return False  # (with its padding: "…==" is base64, not an id)
     upper, lower, digits = (len(pattern.findall(core)) for pattern in _CLASSES)
     if upper >= 2 and lower >= 2 and digits >= 2:
         # Words joined into identifiers ("ResourceNotFoundException2") leave few characters outside words.
@@ -596,8 +698,9 @@ def _key_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _meaning(text: str) -> str:
-    """Values after secret-named keys, secret headers, XML elements and "password is …"."""
+def _meaning(text: str, *, only: frozenset[str] | None = None) -> str:
+    """Values after secret-named keys, secret headers, XML elements and "password is …" (with
+    ``only``: values assigned to a key naming one of those terms, nothing else)."""
     spans = _Spans()
     resume = 0
     lowered = text.lower()
@@ -610,8 +713,12 @@ def _meaning(text: str) -> str:
         strength = secret_key_strength(key)
         if not strength:
             continue
+        if only is not None and (strength < 2 or not only & _terms(key)):
+            continue
         resume = key_end
         sep = _SEPARATOR.match(text, key_end)
+        if only is not None and not sep:
+            continue
         if key_start > 0 and text[key_start - 1] == "<" and text.startswith(">", key_end):
             element = _XML_VALUE.match(text, key_end)
             if element and (strength == 2 or looks_like_credential(element.group(1).strip())):
@@ -624,7 +731,16 @@ def _meaning(text: str) -> str:
                     spans.add(value.start(), value.end())
                     resume = value.end()
                 continue
-            value = _VALUE.match(text, sep.end())
+            value_at = sep.end()
+            if text.startswith(REDACTED, value_at):
+                # a shape took the front of the value; what sticks to it is the rest of the secret
+                # ("password=[REDACTED]WJyn…" when a provider rule's token is shorter than the value)
+                rest = _REST_OF_SECRET.match(text, value_at + len(REDACTED))
+                if rest:
+                    spans.add(rest.start(), rest.end())
+                    resume = rest.end()
+                continue
+            value = _VALUE.match(text, value_at)
             if not value:
                 continue
             name = value.lastgroup or "bare"  # dq, sq, bq (quoted) or bare
@@ -692,12 +808,13 @@ def _wrapped(text: str, depth: int, budget: _Budget) -> str:
                 not budget.take(decoded) or _redact(decoded, depth + 1, budget) != decoded
             ):
                 spans.add(match.start(), match.end())
+    media = _media_spans(text)
     for match in _B64_TOKEN.finditer(text):
         token = match.group(0)
-        if spans.covers(match.start()) or REDACTED in token:
+        if spans.covers(match.start()) or REDACTED in token or media.covers(match.start()):
             continue
         core = token.rstrip("=")
-        if len(core) <= 512 and core.count("/") < 2 and _looks_random(core):
+        if len(core) <= 512 and core.count("/") < 2 and _looks_random(token):
             spans.add(match.start(), match.end())  # the entropy layer takes it whole: no need to decode
             continue
         decoded_text = _b64_text(token)
@@ -736,11 +853,25 @@ def _printable_share(text: str) -> float:
     return sum(ch.isprintable() or ch in "\t\r\n" for ch in text) / len(text)
 
 
+def _media_spans(text: str) -> _Spans:
+    """Where ``data:image/…;base64,`` (audio, video, font) bodies are: content, not credentials."""
+    media = _Spans()
+    if "data:" in text:
+        for match in _DATA_URI.finditer(text):
+            media.add(match.start(), match.end())
+    return media
+
+
 def _entropy_tokens(text: str) -> str:
     spans = _Spans()
+    media = _media_spans(text)
     for match in _BARE_TOKEN.finditer(text):
+        if media.covers(match.start()):
+            continue
+        padded = _PADDING.match(text, match.end()) is not None  # "…==": base64, never an id
         for piece in _split_path(match.group(0), match.start()):
-            if _looks_random(piece[0]):
+            last = piece[1] + len(piece[0]) == match.end()
+            if _looks_random(piece[0] + "=" if padded and last else piece[0]):
                 spans.add(piece[1], piece[1] + len(piece[0]))
     return spans.apply(text)
 
@@ -819,8 +950,26 @@ def redacted_identifier(original: str) -> str:
     return REDACTED_ID_PREFIX + digest[:REDACTED_ID_HEX_CHARS]
 
 
+def holds_credential_shape(text: str) -> bool:
+    """Whether ``text`` holds a credential of a known shape: a provider token (gitleaks' rules), a
+    private key, a JWT, an AWS key, a bearer or basic header, a URL password, an opslake API key."""
+    if len(text) < SHORT_TEXT_CHARS and not _SHORT_GATE.search(text):
+        return False  # no shape is shorter (tests/unit/test_redact_work.py checks the widths)
+    if _plain_uuid(text):
+        return False
+    if _shapes(text) != text or _meaning(text, only=_ID_SECRET_TERMS) != text:
+        return True
+    # Ids join parts ("agent-<token>", "run:<token>"); a shape whose rule wants a boundary before the
+    # token (Azure's "…Q~…") is looked for after each joint too, with the joint made a space.
+    joints = [m.start() for m in _ID_JOINT.finditer(text, 0, MAX_ID_JOINTS_CHARS)][:MAX_ID_JOINTS]
+    return any(_shapes(text[:at] + " " + text[at + 1 :]) != text[:at] + " " + text[at + 1 :] for at in joints)
+
+
 @lru_cache(maxsize=4096)  # op ids are mostly distinct, but retries and session/trace/agent ids repeat
 def redact_identifier(text: str) -> str:
-    """An identifying id (:data:`IDENTITY_FIELDS`): as it is, or :func:`redacted_identifier` of it
-    when it holds a secret, never ``[REDACTED]`` (two ops would share one id and one be dropped)."""
-    return text if redact_label(text) == text else redacted_identifier(text)
+    """An identifying id (:data:`IDENTITY_FIELDS`, a tool-call id): as sent, unless it holds a
+    credential of a known shape (:func:`holds_credential_shape`); then :func:`redacted_identifier`
+    of it, never ``[REDACTED]`` (two ops would share one id and one be dropped). An id is random by
+    design, so neither the entropy layer nor a secret word ("session:…", "token-42") replaces one: a
+    client must find its own op by the id it sent."""
+    return redacted_identifier(text) if holds_credential_shape(text) else text
