@@ -279,3 +279,34 @@ def test_a_redacted_identifier_is_a_marked_digest_distinct_and_stable() -> None:
 def rng_token(seed: int) -> str:
     rng = random.Random(seed)
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(24))
+
+
+# A semi-generic provider rule (hashicorp-tf-password) took ", " after "password reset" for an
+# assignment and the next JSON key for the password.
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"subject": "password reset", "category": "account"}',
+        '{"subject": "password reset", "category": "account_recovery"}',
+        'tags: ["password reset", "accountrecovery"]',
+        'the user asked for a password reset, "category": "account"',
+    ],
+)
+def test_a_key_or_word_after_the_phrase_password_reset_is_kept(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('password: "hunter2xyz", category: x', f"password: {REDACTED}, category: x"),
+        ("password=hunter22 category", f"password={REDACTED} category"),
+        (
+            '{"password": "hunter2xyz", "category": "account"}',
+            f'{{"password": {REDACTED}, "category": "account"}}',
+        ),
+        ('db("password", "s3cr3tpass")', f'db("password", {REDACTED})'),
+    ],
+)
+def test_a_password_value_next_to_a_key_is_still_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected

@@ -678,13 +678,37 @@ def _shapes(text: str) -> str:
         group, min_entropy = PROVIDER_RULES[rule][3:5]
         at = group or next((i for i in range(1, (match.lastindex or 0) + 1) if match.group(i)), 0)
         secret = match.group(at)
-        if secret and REDACTED not in secret and entropy(secret) >= min_entropy:
+        if (
+            secret
+            and REDACTED not in secret
+            and entropy(secret) >= min_entropy
+            and not _not_a_value(text, match, at)
+        ):
             spans.add(match.start(at), match.end(at))
     for match in _TOKEN_40.finditer(text):  # opslake's API keys (and other 40-character keys)
         token = match.group(0)
         if any(c.isupper() for c in token) and any(c.islower() for c in token) and entropy(token) >= 4.0:
             spans.add(match.start(), match.end())
     return spans.apply(text)
+
+
+# gitleaks' semi-generic rules take ", " for an assignment ("password", "hunter22") and allow words
+# between the name and it: in '{"subject": "password reset", "category": "account"}' the next JSON
+# key was taken for the password. A quoted token followed by a colon is a key; after a phrase
+# ("password reset", …) a comma ends a list item, not a name.
+_KEY_AFTER = re.compile(r"""[ \t]{0,8}:(?![:=])""")
+_PHRASE_THEN_COMMA = re.compile(r"""[\w.-]*[ \t]+[\w.-][ \t\w.-]*[\s'"]{0,3},""")
+
+
+def _not_a_value(text: str, match: re.Match[str], at: int) -> bool:
+    """Whether a semi-generic provider match took a key or a list item for the secret."""
+    end = match.end(at)
+    if text[end - 1 : end] not in ('"', "'", "`") and text[end : end + 1] in ('"', "'", "`"):
+        end += 1  # the group stopped inside the quotes
+    if _KEY_AFTER.match(text, end):
+        return True
+    before = text[match.start() : match.start(at)]
+    return bool(_PHRASE_THEN_COMMA.match(before)) and "=" not in before and ":" not in before
 
 
 def _key_bounds(text: str, start: int, end: int) -> tuple[int, int]:
