@@ -310,3 +310,25 @@ def test_a_key_or_word_after_the_phrase_password_reset_is_kept(text: str) -> Non
 )
 def test_a_password_value_next_to_a_key_is_still_redacted(text: str, expected: str) -> None:
     assert redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("gen_ai.tool.call.id", "call_mszuSIzqtI65i1wAUOE8w5H4"),
+        ("gen_ai.tool.call.id", "toolu_01A09q90qw90lq917835lq9A"),
+        ("otel.span_id", "V1StGXR8_Z5jdHi6B-myTq9k"),
+        ("request_id", "lh-3a9f1c-OpenStack-17"),
+    ],
+)
+def test_an_id_under_a_key_naming_an_id_is_kept_as_sent(key: str, value: str) -> None:
+    assert redact_attribute(key, value) == value
+
+
+def test_an_id_attribute_holding_a_credential_shape_is_replaced_by_its_digest() -> None:
+    token = "ghp_" + rng_token(3) + "abcdefghijkl"
+    assert redact_attribute("gen_ai.tool.call.id", token) == redacted_identifier(token)
+    # under a key naming a session or a key, a credential-looking value is still taken for one
+    assert redact_attribute("session_id", "V1StGXR8_Z5jdHi6B-myTq9k") == REDACTED
+    # a value with spaces is text, not an id: every layer looks at it
+    assert redact_attribute("request_id", "r1 password=hunter2") == f"r1 password={REDACTED}"

@@ -70,6 +70,7 @@ MAX_DEPTH = 2  # base64 inside URL-encoding (or the reverse), no further
 # kinds of things, and ops whose label differs only by a secret belong to one group.
 IDENTITY_FIELDS = frozenset({"op_id", "session_id", "trace_id", "agent_id", "sig_hash"})
 REDACTED_ID_PREFIX = "redacted-"
+_ID_PARTS = frozenset({"id", "ids", "uuid", "guid"})  # an attribute key ending so names an id
 REDACTED_ID_HEX_CHARS = 32  # 128 bits: no two ids of a reporter collide in practice
 # Joints of an id looked at for a token after them (see holds_credential_shape): the first few only,
 # in the first MAX_ID_JOINTS_CHARS characters (an id is at most 200; a token fits in the rest).
@@ -948,8 +949,19 @@ def redact(text: str) -> str:
     return _redact(text, 0, _Budget(min(MAX_DECODED_CHARS, DECODED_ALLOWANCE + len(text))))
 
 
+@lru_cache(maxsize=1024)
+def identity_key(key: str) -> bool:
+    """Whether an attribute key names an id (``gen_ai.tool.call.id``, ``otel.span_id``, ``user_id``)
+    and no secret (``session_id`` and ``api_key_id`` are judged by their secret word)."""
+    parts = key_parts(key)
+    return bool(parts) and parts[-1] in _ID_PARTS and secret_key_strength(key) == 0
+
+
 def redact_attribute(key: str, value: str) -> str:
-    """A value under ``key``: whole when the key is secret-named, else like any text."""
+    """A value under ``key``: whole when the key is secret-named; an id under a key naming one (a
+    tool-call id) like an identifying id (:func:`redact_identifier`); else like any text."""
+    if identity_key(key) and value and not any(ch.isspace() for ch in value):
+        return redact_identifier(value)
     strength = secret_key_strength(key)
     named = strength == 2 or (strength == 1 and looks_like_credential(value))
     if value and named and not _is_stop_value(value):
