@@ -216,7 +216,13 @@ _SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], str], ...] = (
     (
         "aws_secret_access_key",
         (),
-        re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+        # 40 random base64 characters hold every class; a URL path of 40 ("com/v1/objects/<id>")
+        # starts with short lowercase segments
+        re.compile(
+            r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[/+])(?=[A-Za-z0-9/+]{0,39}[A-Z])"
+            r"(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[0-9])(?![a-z0-9]{1,16}/[a-z0-9]{1,16}/)"
+            r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+        ),
         REDACTED,
     ),
 )
@@ -247,12 +253,12 @@ _PUBLIC_PREFIXES = (
     "py", "acct", "cs", "dp", "du", "ba", "req", "sess", "sched", "prv", "plink", "promo", "trr",
 )  # fmt: skip
 _PREFIXED_ID = re.compile(r"(?:" + "|".join(_PUBLIC_PREFIXES) + r")[_-](?:(?:test|live)_)?[A-Za-z0-9]{8,64}")
-# A lowercase name, then a hex digest or counter of a usual length (run-<32 hex>, req_<24 hex>,
-# build.<40 hex>): the name says what it is, the hex is an id's (a digest, an ObjectId, a UUID).
-_PREFIXED_HEX = re.compile(
-    r"[a-z][a-z0-9]{0,15}(?:[-_.][a-z][a-z0-9]{0,15}){0,3}[-_.:]"
-    r"(?:[0-9a-f]{12}|[0-9a-f]{16}|[0-9a-f]{24}|[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64})"
-)
+# A lowercase name, then an id: hex of a usual length (run-<32 hex>, req_<24 hex>, build.<40 hex>:
+# a digest, an ObjectId, a UUID's hex), a UUID, a ULID, a KSUID or a cuid (report-<ULID>).
+_ID_NAME = re.compile(r"[a-z][a-z0-9]{0,15}(?:[-_.][a-z][a-z0-9]{0,15}){0,3}")
+_HEX_ID = re.compile(r"[0-9a-f]{12}|[0-9a-f]{16}|[0-9a-f]{24}|[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}")
+# A path's segment that is a plain name ("tmp", "dt=2026-11-28", "part-00000", "avatar.png").
+_PATH_WORD = re.compile(r"(?:[a-z]{1,16}|[0-9]{1,14})(?:[-_.=](?:[a-z]{1,16}|[0-9]{1,14})){0,7}")
 # Kubernetes pod names: a workload name, then the controller's random suffixes, drawn from an
 # alphabet without vowels and 0/1/3 (k8s.io/apimachinery's rand.String): <name>-<hash>-<5>, <name>-<5>.
 _K8S = "[bcdfghjklmnpqrstvwxz2456789]"
@@ -284,29 +290,65 @@ _DATA_URI = re.compile(
 def public_id(token: str) -> bool:
     """Whether ``token`` has the shape of a public object id (see above): an API object's prefixed
     id, a name with a hex id, a pod name, a readable id or a cuid; never a credential by itself."""
-    if _PREFIXED_ID.fullmatch(token) or _POD_NAME.fullmatch(token):
+    if _PREFIXED_ID.fullmatch(token) or _POD_NAME.fullmatch(token) or _cuid(token):
         return True
-    if _CUID.fullmatch(token):
-        return _CUID_TIME[0] <= int(token[1:9], 36) <= _CUID_TIME[1]
     pieces = _PIECE_SEPARATORS.split(token)
-    if len(pieces) < 2 or not (
-        _PREFIXED_HEX.fullmatch(token) or all(_READABLE_PIECE.fullmatch(piece) for piece in pieces)
-    ):
+    if len(pieces) < 2 or not (_named_id(token) or all(_READABLE_PIECE.fullmatch(piece) for piece in pieces)):
         return False
     # a name that says credential makes it one: Mailgun's "key-<32 hex>", Lob's "live_<hex>",
     # Plaid's "access-production-<uuid>"
-    return not any(piece.lower() in _CREDENTIAL_PIECES or _SECRET_WORD.search(piece) for piece in pieces)
+    return not any(
+        piece.isalpha() and (piece.lower() in _CREDENTIAL_PIECES or _SECRET_WORD.search(piece))
+        for piece in pieces
+    )
+
+
+def _cuid(token: str) -> bool:
+    return bool(_CUID.fullmatch(token)) and _CUID_TIME[0] <= int(token[1:9], 36) <= _CUID_TIME[1]
+
+
+def _ksuid(token: str) -> bool:
+    if not _KSUID.fullmatch(token):
+        return False
+    number = 0
+    for ch in token:
+        number = number * 62 + _BASE62.index(ch)
+    return _KSUID_TIME[0] <= (number >> 128) + _KSUID_EPOCH <= _KSUID_TIME[1]
+
+
+def _named_id(token: str) -> bool:
+    """A lowercase name, a joint, then a hex id, a UUID, a ULID, a KSUID or a cuid."""
+    for joint in _PIECE_SEPARATORS.finditer(token, 1, 64):
+        name, body = token[: joint.start()], token[joint.end() :]
+        if _ID_NAME.fullmatch(name) and (
+            _HEX_ID.fullmatch(body)
+            or _UUID.fullmatch(body)
+            or _ULID.fullmatch(body)
+            or _ksuid(body)
+            or _cuid(body)
+        ):
+            return True
+    return False
+
+
+def _path_of_ids(token: str) -> bool:
+    """A path whose every segment is a plain name or an id ("tmp/<KSUID>", "users/<nanoid>")."""
+    return all(
+        not segment
+        or _PATH_WORD.fullmatch(segment)
+        or _HEX_OR_UUID.fullmatch(segment)
+        or _ULID.fullmatch(segment)
+        or public_id(segment)
+        or _generated_id(segment)
+        for segment in token.split("/")
+    )
 
 
 def _generated_id(token: str) -> bool:
     """An id generator's default shape (cuid2, nanoid, 22-character base62, KSUID): for the entropy
     layer only, since a short key or password of the same length and alphabet reads the same."""
     if _KSUID.fullmatch(token):
-        number = 0
-        for ch in token:
-            number = number * 62 + _BASE62.index(ch)
-        seconds = (number >> 128) + _KSUID_EPOCH
-        return _KSUID_TIME[0] <= seconds <= _KSUID_TIME[1]
+        return _ksuid(token)
     return bool(_CUID2.fullmatch(token) or _NANOID.fullmatch(token) or _BASE62_22.fullmatch(token))
 
 
@@ -439,6 +481,8 @@ def _looks_random(token: str) -> bool:
         return False
     if _REDACTED_ID.fullmatch(core) or public_id(token) or _generated_id(token):
         return False  # (with its padding: "…==" is base64, not an id)
+    if "/" in token and _path_of_ids(token):
+        return False
     upper, lower, digits = (len(pattern.findall(core)) for pattern in _CLASSES)
     if upper >= 2 and lower >= 2 and digits >= 2:
         # Words joined into identifiers ("ResourceNotFoundException2") leave few characters outside words.
@@ -556,6 +600,10 @@ _START_RULES: dict[str, tuple[int, ...]] = {
 _CONTEXT_AFTER = r"""(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)"""
 _ASSIGNMENT_AFTER = re.compile(_CONTEXT_AFTER)
 _SEMI_GENERIC = re.compile(r"\(\?i\)\(\?:([a-z0-9_|\-]+)\)" + re.escape(_CONTEXT_AFTER))
+
+
+# The semi-generic rules: a name, then an assignment, then the secret (see _not_a_value).
+_ASSIGNED_RULES = frozenset(i for i, rule in enumerate(PROVIDER_RULES) if _CONTEXT_AFTER in rule[2])
 
 
 def _needs_assignment(rule: int) -> bool:
@@ -683,11 +731,14 @@ def _shapes(text: str) -> str:
             secret
             and REDACTED not in secret
             and entropy(secret) >= min_entropy
-            and not _not_a_value(text, match, at)
+            and not (rule in _ASSIGNED_RULES and _not_a_value(text, match, at))
         ):
             spans.add(match.start(at), match.end(at))
+    media = _media_spans(text)
     for match in _TOKEN_40.finditer(text):  # opslake's API keys (and other 40-character keys)
         token = match.group(0)
+        if media.covers(match.start()):
+            continue  # 40 characters between a "/" and a "+" of an image's base64
         if any(c.isupper() for c in token) and any(c.islower() for c in token) and entropy(token) >= 4.0:
             spans.add(match.start(), match.end())
     return spans.apply(text)
@@ -702,11 +753,13 @@ _PHRASE_THEN_COMMA = re.compile(r"""[\w.-]*[ \t]+[\w.-][ \t\w.-]*[\s'"]{0,3},"""
 
 
 def _not_a_value(text: str, match: re.Match[str], at: int) -> bool:
-    """Whether a semi-generic provider match took a key or a list item for the secret."""
-    end = match.end(at)
-    if text[end - 1 : end] not in ('"', "'", "`") and text[end : end + 1] in ('"', "'", "`"):
+    """Whether a semi-generic provider match took a quoted key or a list item for the secret."""
+    start, end = match.start(at), match.end(at)
+    quotes = ('"', "'", "`")
+    if text[end - 1 : end] not in quotes and text[end : end + 1] in quotes:
         end += 1  # the group stopped inside the quotes
-    if _KEY_AFTER.match(text, end):
+    quoted = text[start : start + 1] in quotes or text[start - 1 : start] in quotes
+    if quoted and _KEY_AFTER.match(text, end):
         return True
     before = text[match.start() : match.start(at)]
     return bool(_PHRASE_THEN_COMMA.match(before)) and "=" not in before and ":" not in before
@@ -736,8 +789,8 @@ def _meaning(text: str, *, only: frozenset[str] | None = None) -> str:
         key_start, key_end = _key_bounds(text, hit.start(), hit.end())
         key = text[key_start:key_end].strip(".-")
         strength = secret_key_strength(key)
-        if not strength:
-            continue
+        if not strength or public_id(key) or _looks_random(key):
+            continue  # an id with "Pw", "key" or "sig" in it ("call_…xrePw7: upstream") names no secret
         if only is not None and (strength < 2 or not only & _terms(key)):
             continue
         resume = key_end
