@@ -38,13 +38,75 @@ def _id_forms() -> Any:
     return module
 
 
+def through_local_stack(per_form: int) -> dict[str, Any]:
+    """Ops posted to ``POST /events`` of a local stack (moto server, embedded engine) with an id of
+    each form as op_id and session_id, drained into the lake and read back with ``POST /sql``:
+    how many come back unlike they were sent. Runs the code of the tree this file is in (the
+    handlers are loaded from its functions/): to measure older code, run an older tree's copy."""
+    import httpx
+
+    from opslake_local.drain import Drainer
+    from opslake_local.http import LocalApi
+    from opslake_local.stack import QUIET_ENV, LocalStack
+
+    forms = _id_forms()
+    ids = list(forms.ids(per_form=per_form))
+    rewritten: Counter[str] = Counter()
+    with LocalStack(env_overrides={**QUIET_ENV, "OPSLAKE_QUERY_ENGINE": "embedded"}) as stack:
+        invoker = stack.invoker()
+        api = LocalApi(stack, invoker)
+        base_url = api.start()
+        key = {"x-api-key": stack.create_api_key("ids-bench").value}
+        try:
+            with httpx.Client(base_url=base_url, timeout=120) as client:
+                for start in range(0, len(ids), 250):
+                    ops = [
+                        {
+                            "endpoint": "tool:lookup",
+                            "success": True,
+                            "duration_ms": 1.0,
+                            "agent_id": "ids-bench",
+                        }
+                        | {"op_id": value, "session_id": value}
+                        for _, value in ids[start : start + 250]
+                    ]
+                    answer = client.post("/events", json={"ops": ops}, headers=key)
+                    assert answer.status_code == 202, answer.text
+                drained = Drainer(stack, invoker).drain()
+                assert drained.failed == 0, drained
+                rows: list[dict[str, Any]] = []
+                for form in forms.FORMS:
+                    # found by the id it was sent under, as a client would look for it
+                    sent = ", ".join(repr(value) for f, value in ids if f == form)
+                    sql = f"SELECT op_id, session_id FROM ops WHERE agent_id = 'ids-bench' AND session_id IN ({sent})"
+                    answer = client.post("/sql", json={"sql": sql}, headers=key)
+                    assert answer.status_code == 200, answer.text[:300]
+                    rows.extend(answer.json()["rows"])
+        finally:
+            api.stop()
+    back = {(row[0], row[1]) for row in rows}
+    for form, value in ids:
+        if (value, value) not in back:
+            rewritten[form] += 1
+    return {
+        "posted": len(ids),
+        "read_back_as_sent": len(ids) - sum(rewritten.values()),
+        "rewritten": dict(rewritten),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--package", default=str(ROOT / "layers/common"), help="folder holding opslake/")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--local", type=int, metavar="PER_FORM", help="only: ids through a local stack")
     args = parser.parse_args()
     sys.path.insert(0, args.package)
     sys.path.insert(1, str(ROOT / "tests/unit"))
+    if args.local:
+        sys.path.insert(1, str(ROOT / "local"))
+        print(json.dumps(through_local_stack(args.local), indent=1))
+        return
     from secret_carriers import NOW, load_corpus, plant, run, summary
 
     from opslake.ingest.events import ingest
