@@ -138,3 +138,11 @@ def test_a_secret_prefix_is_not_a_public_id(secret: str) -> None:
     """Stripe's secret and restricted keys, OpenAI's project keys: caught in text and as ids."""
     assert redact(f"charge failed for {secret}") == f"charge failed for {REDACTED}"
     assert redact_identifier(secret).startswith("redacted-")
+
+
+@pytest.mark.parametrize("prefix", ["agent-", "run_", "tenant.a/", "k:", "bob@", "p|", "q+", "v="])
+def test_a_secret_after_an_ids_joint_is_caught(prefix: str) -> None:
+    """An id is often a name, a joint, then a token: a rule that wants a boundary before its token
+    (Azure's client secrets, Sentry's tokens after "_") still finds it there."""
+    missed = [s for s in SHAPED_SECRETS if redact_identifier(prefix + s) == prefix + s]
+    assert missed == []

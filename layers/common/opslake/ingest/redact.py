@@ -41,7 +41,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator
 from functools import cache, lru_cache
-from itertools import pairwise
+from itertools import islice, pairwise
 from urllib.parse import unquote_plus
 
 from opslake.ingest.provider_rules import RULES as PROVIDER_RULES
@@ -77,6 +77,7 @@ REDACTED_ID_HEX_CHARS = 32  # 128 bits: no two ids of a reporter collide in prac
 _ID_JOINT = re.compile(r"[-_:/.=@,;|+]")
 MAX_ID_JOINTS = 8
 MAX_ID_JOINTS_CHARS = 160
+MAX_ID_TOKEN_CHARS = 200  # an id's length: the longest token after a joint (a Sentry token is 170)
 # In an id, a value assigned to one of these names is a secret ("password=hunter2"); other secret
 # words name ids as often as secrets ("session:01HX…", "token-42", "auth0|5f…", "sid=…").
 _ID_SECRET_TERMS = frozenset(
@@ -1049,9 +1050,16 @@ def holds_credential_shape(text: str) -> bool:
     if _shapes(text) != text or _meaning(text, only=_ID_SECRET_TERMS) != text:
         return True
     # Ids join parts ("agent-<token>", "run:<token>"); a shape whose rule wants a boundary before the
-    # token (Azure's "…Q~…") is looked for after each joint too, with the joint made a space.
-    joints = [m.start() for m in _ID_JOINT.finditer(text, 0, MAX_ID_JOINTS_CHARS)][:MAX_ID_JOINTS]
-    return any(_shapes(text[:at] + " " + text[at + 1 :]) != text[:at] + " " + text[at + 1 :] for at in joints)
+    # token (Azure's "…Q~…") is looked for after each joint too: what follows each of the first few
+    # joints (a token's length of it), one per line, in a single pass. A NUL between them keeps a
+    # rule from reading across two (no rule's character class holds one).
+    windows = [
+        text[m.end() : m.end() + MAX_ID_TOKEN_CHARS]
+        for m in islice(_ID_JOINT.finditer(text, 0, MAX_ID_JOINTS_CHARS), MAX_ID_JOINTS)
+        if len(text) - m.end() >= SHORT_TEXT_CHARS
+    ]
+    joined = "\n\x00\n".join(windows)
+    return bool(windows) and _shapes(joined) != joined
 
 
 @lru_cache(maxsize=4096)  # op ids are mostly distinct, but retries and session/trace/agent ids repeat
