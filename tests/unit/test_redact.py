@@ -332,3 +332,31 @@ def test_an_id_attribute_holding_a_credential_shape_is_replaced_by_its_digest() 
     assert redact_attribute("session_id", "V1StGXR8_Z5jdHi6B-myTq9k") == REDACTED
     # a value with spaces is text, not an id: every layer looks at it
     assert redact_attribute("request_id", "r1 password=hunter2") == f"r1 password={REDACTED}"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "session:01HXYZ8K3M4N5P6Q7R8S9T0VWX",  # a secret word naming an id, not a secret
+        "token-42",
+        "auth0|507f1f77bcf86cd799439011",
+        "sid=8f14e45fceea167a5a36dedd4bea2543",
+        "V1StGXR8_Z5jdHi6B-myT",
+        "lh-3a9f1c-OpenStack-17",
+    ],
+)
+def test_an_identifying_id_is_kept_unless_it_holds_a_credential_shape(value: str) -> None:
+    assert redact_identifier(value) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "s-password=hunter2",
+        "run-api_key:Zx9Qw8Er7Ty6Ui5Op4As",
+        "agent-AKIAZ5QW3RTY7UIOP2AS",
+        "trace.eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ],
+)
+def test_an_identifying_id_holding_a_credential_shape_becomes_its_digest(value: str) -> None:
+    assert redact_identifier(value) == redacted_identifier(value)
