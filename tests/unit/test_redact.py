@@ -353,6 +353,7 @@ def test_an_identifying_id_is_kept_unless_it_holds_a_credential_shape(value: str
     "value",
     [
         "s-password=hunter2",
+        "pwd=hunter2",
         "run-api_key:Zx9Qw8Er7Ty6Ui5Op4As",
         "agent-AKIAZ5QW3RTY7UIOP2AS",
         "trace.eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
