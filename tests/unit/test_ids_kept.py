@@ -146,3 +146,14 @@ def test_a_secret_after_an_ids_joint_is_caught(prefix: str) -> None:
     (Azure's client secrets, Sentry's tokens after "_") still finds it there."""
     missed = [s for s in SHAPED_SECRETS if redact_identifier(prefix + s) == prefix + s]
     assert missed == []
+
+
+def test_a_secret_in_a_text_data_uri_is_still_caught() -> None:
+    """Only media bodies are left alone: an SVG or a text data: URI is decoded and checked."""
+    import base64
+
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    for kind in ("image/svg+xml", "text/plain"):
+        body = base64.b64encode(f"<svg><!-- token {secret} --></svg>".encode()).decode()
+        text = f'{{"url": "data:{kind};base64,{body}"}}'
+        assert body not in redact(text), kind

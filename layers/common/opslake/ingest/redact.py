@@ -251,7 +251,7 @@ _PUBLIC_PREFIXES = (
     "call", "chatcmpl", "cmpl", "resp", "file", "msg", "thread", "run", "asst", "step", "batch", "vs",
     "vsfb", "ftjob", "ftckpt", "fc", "rs", "modr", "toolu", "srvtoolu", "ch", "pi", "cus", "in", "ii",
     "il", "sub", "si", "prod", "price", "evt", "pm", "seti", "src", "card", "txn", "re", "po", "tr",
-    "py", "acct", "cs", "dp", "du", "ba", "req", "sess", "sched", "prv", "plink", "promo", "trr",
+    "py", "acct", "cs", "dp", "du", "ba", "req", "sched", "prv", "plink", "promo", "trr",
 )  # fmt: skip
 _PREFIXED_ID = re.compile(r"(?:" + "|".join(_PUBLIC_PREFIXES) + r")[_-](?:(?:test|live)_)?[A-Za-z0-9]{8,64}")
 # A lowercase name, then an id: hex of a usual length (run-<32 hex>, req_<24 hex>, build.<40 hex>:
@@ -281,9 +281,10 @@ _BASE62_22 = re.compile(r"[A-Za-z0-9]{22}")
 _KSUID = re.compile(r"[A-Za-z0-9]{27}")
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _KSUID_EPOCH, _KSUID_TIME = 1_400_000_000, (1_262_304_000, 4_102_444_800)  # 2010 to 2100, in s
-# data: URIs of media: the base64 body is the image, not a secret (text: URIs are still decoded).
+# data: URIs of media: the base64 body is the image, not a secret (text ones, SVG included, are
+# still decoded and checked).
 _DATA_URI = re.compile(
-    r"data:(?:image|audio|video|font)/[A-Za-z0-9.+-]{1,64}(?:;[A-Za-z0-9=.+-]{1,64}){0,4};base64,"
+    r"data:(?:image|audio|video|font)/(?!svg)[A-Za-z0-9.+-]{1,64}(?:;[A-Za-z0-9=.+-]{1,64}){0,4};base64,"
     r"[A-Za-z0-9+/]*={0,2}"
 )
 
