@@ -281,8 +281,8 @@ _BASE62_22 = re.compile(r"[A-Za-z0-9]{22}")
 _KSUID = re.compile(r"[A-Za-z0-9]{27}")
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _KSUID_EPOCH, _KSUID_TIME = 1_400_000_000, (1_262_304_000, 4_102_444_800)  # 2010 to 2100, in s
-# data: URIs of media: the base64 body is the image, not a secret (text ones, SVG included, are
-# still decoded and checked).
+# data: URIs of media: the base64 body is the image, not a secret: never taken for random (what
+# decodes to text is still checked; text ones, SVG included, are not media).
 _DATA_URI = re.compile(
     r"data:(?:image|audio|video|font)/(?!svg)[A-Za-z0-9.+-]{1,64}(?:;[A-Za-z0-9=.+-]{1,64}){0,4};base64,"
     r"[A-Za-z0-9+/]*={0,2}"
@@ -891,10 +891,11 @@ def _wrapped(text: str, depth: int, budget: _Budget) -> str:
     media = _media_spans(text)
     for match in _B64_TOKEN.finditer(text):
         token = match.group(0)
-        if spans.covers(match.start()) or REDACTED in token or media.covers(match.start()):
+        if spans.covers(match.start()) or REDACTED in token:
             continue
         core = token.rstrip("=")
-        if len(core) <= 512 and core.count("/") < 2 and _looks_random(token):
+        media_body = media.covers(match.start())  # decoded (text hidden in it is checked), never random
+        if not media_body and len(core) <= 512 and core.count("/") < 2 and _looks_random(token):
             spans.add(match.start(), match.end())  # the entropy layer takes it whole: no need to decode
             continue
         decoded_text = _b64_text(token)
