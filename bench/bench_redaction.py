@@ -75,6 +75,16 @@ def hostile_bodies(keywords: list[str], secrets: list[str]) -> dict[str, str]:
         for i in range(MAX_OPS)
     ]
     bodies["50 short attributes an op"] = json.dumps({"ops": ops})
+
+    def jointed(pieces: int) -> str:  # no shape, no public id: every joint's window is looked at
+        return "-".join(rnd(3) for _ in range(pieces))[:199]
+
+    ids = ("op_id", "session_id", "trace_id", "agent_id")
+    ops = [
+        _op(i, attributes={f"a{j}_id": jointed(6) for j in range(30)}) | {name: jointed(50) for name in ids}
+        for i in range(MAX_OPS)
+    ]
+    bodies["jointed ids and id attributes (issue 25)"] = json.dumps({"ops": ops})
     for name, body in bodies.items():
         assert len(body.encode()) <= MAX_BODY, (name, len(body))
     return bodies

@@ -52,6 +52,7 @@ BARE = (
     "url_encoded_alone",
     "base64_alone",
 )
+IDENTITY_CARRIERS = ("agent_id", "session_id", "trace_id")  # identifying ids: known shapes only
 _ATTRIBUTE_KEY = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
 
@@ -189,6 +190,8 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
         row["rejected"] += o.stored is None
     required = [o for o in outcomes if o.carrier.required]
     context_bare = [o for o in outcomes if not o.carrier.required]
+    context_ids = [o for o in context_bare if o.carrier.name in IDENTITY_CARRIERS]
+    context_text = [o for o in context_bare if o.carrier.name not in IDENTITY_CARRIERS]
     return {
         "secrets": len({o.carrier.record["secret"] for o in outcomes}),
         "placements": len(outcomes),
@@ -197,5 +200,9 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
         "required_missed": sum(o.leaked for o in required),
         "context_bare_placements": len(context_bare),
         "context_bare_missed": sum(o.leaked for o in context_bare),
+        "context_text_placements": len(context_text),
+        "context_text_missed": sum(o.leaked for o in context_text),
+        "context_id_placements": len(context_ids),
+        "context_id_missed": sum(o.leaked for o in context_ids),
         "by_carrier": by_carrier,
     }

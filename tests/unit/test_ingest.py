@@ -195,6 +195,20 @@ def test_a_lone_surrogate_is_a_400() -> None:
         ({"source": "gateway"}, "source"),
         ({"source": "MCP"}, "source"),
         ({"source": "agent_log", "event_kind": "log"}, "event_kind"),
+        # compared as a reader sees them: NUL, zero-width and bidi characters, full-width letters,
+        # case, spaces at the ends (issue 25)
+        ({"source": "gateway\u0000"}, "source"),
+        ({"source": "Gateway"}, "source"),
+        ({"source": "\uff47ateway"}, "source"),
+        ({"source": "\uff27\uff21\uff34\uff25\uff37\uff21\uff39"}, "source"),
+        ({"source": "gate\u200bway"}, "source"),
+        ({"source": "\u200egateway\u2060"}, "source"),
+        ({"source": "m\u00adcp"}, "source"),
+        ({"source": "\ufeffllm"}, "source"),
+        ({"source": "\u1d38\u1d38\u1d39"}, "source"),  # modifier letters LLM: NFKC folds them
+        ({"event_kind": "\uff4cog"}, "event_kind"),
+        ({"event_kind": "lo\u200dg"}, "event_kind"),
+        ({"event_kind": "LOG\u0000"}, "event_kind"),
     ],
 )
 def test_reserved_claims_are_refused_per_op_and_the_rest_lands(claim: dict[str, str], field: str) -> None:
@@ -214,6 +228,15 @@ def test_other_sources_and_event_kinds_are_still_a_clients_to_claim() -> None:
         {"ops": [{**GOOD, "source": "runtime", "event_kind": "rescue"}, {**GOOD, "event_kind": "logs"}]}
     )
     assert len(result.accepted) == 2 and result.rejected == []
+
+
+def test_a_label_near_a_reserved_one_is_kept_as_sent() -> None:
+    """Only what reads as a reserved label is refused; a client's own label is stored as sent."""
+    queue = MemoryQueue()
+    sent = ["gateway-proxy", "\uff47ateway2", "mcp client", "llm\u00e9"]
+    result = run({"ops": [{**GOOD, "source": s, "op_id": f"s{i}"} for i, s in enumerate(sent)]}, queue)
+    assert result.rejected == []
+    assert sorted(json.loads(m)["source"] for m in queue.messages) == sorted(sent)
 
 
 def test_the_server_may_write_its_own_reserved_records() -> None:
@@ -266,12 +289,14 @@ def test_secrets_in_every_field_never_reach_the_queue() -> None:
 
 def test_ops_whose_op_ids_are_redacted_stay_distinct_and_say_so() -> None:
     """issue 13: two ops whose op ids hold secrets were both stored as "[REDACTED]" (one op then
-    deduped away); now each gets its own digest, a retry the same one, and the answer says which."""
+    deduped away); now each gets its own digest, a retry the same one, and the answer says which.
+    Only a known credential shape makes an id redacted (issue 25): a random-looking one is kept."""
     queue = MemoryQueue()
-    ids = ["run-ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "V1StGXR8_Z5jdHi6B-myTq9k"]
-    result = run({"ops": [{**GOOD, "op_id": i} for i in ids] + [{**GOOD, "op_id": "op-3"}]}, queue)
-    first, second, plain = result.accepted
-    assert first != second and plain == "op-3"
+    ids = ["run-ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "sess-AKIAZ5QW3RTY7UIOP2AS"]
+    kept = "V1StGXR8_Z5jdHi6B-myTq9k"
+    result = run({"ops": [{**GOOD, "op_id": i} for i in [*ids, kept]] + [{**GOOD, "op_id": "op-3"}]}, queue)
+    first, second, random_looking, plain = result.accepted
+    assert first != second and plain == "op-3" and random_looking == kept
     assert first.startswith("redacted-") and second.startswith("redacted-")
     assert not any(i in message for i in ids for message in queue.messages)
     assert [(r.index, r.fields) for r in result.redacted_ids] == [(0, ["op_id"]), (1, ["op_id"])]

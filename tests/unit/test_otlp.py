@@ -658,3 +658,10 @@ def test_the_marker_takes_a_conventions_place_never_a_claims() -> None:
     assert gen_ai.GEN_AI_OPERATION_NAME not in one_free["attributes"]  # the convention made room
     alone = by_endpoint(request_of(tool("t", span_id=3)))["tool:t"]
     assert gen_ai.GEN_AI_OPERATION_NAME in alone["attributes"]  # (kept when nothing needs its place)
+
+
+@pytest.mark.parametrize("claim", ["gateway\u0000", "\uff47ateway", "m\u200bcp", "LLM"])
+def test_a_spans_reserved_source_claim_is_refused_in_any_spelling(claim: str) -> None:
+    """The span's opslake.source is compared like an op's (issue 25): NFKC, no invisible characters."""
+    result = ingest(request_of(tool("ok", span_id=1), tool("claims", span_id=2, opslake__source=claim)))
+    assert len(result.stored) == 1 and "reserved" in result.error_message()

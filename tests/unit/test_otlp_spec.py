@@ -3,8 +3,6 @@
 Each test names the rule it checks: the OTLP specification (opentelemetry-proto docs/specification.md,
 "OTLP/HTTP"), the resource and GenAI semantic conventions, or what a real exporter sends (the Python
 OTLP/HTTP exporter in .venv, whose retry rules and compression the tests import rather than restate).
-Tests marked ``xfail(strict=True)`` reproduce a defect found in review (/tmp/i14/notes/E.md); the
-mark goes when the fix lands.
 """
 
 from __future__ import annotations
@@ -265,9 +263,6 @@ def test_the_sdk_default_service_name_is_not_an_agent() -> None:
 # GenAI conventions, gen_ai.tool.call.id: "The tool call identifier", e.g. `call_mszuSIzqtI65i1wAUOE8w5H4`
 # (the OpenAI form). The id that links a tool execution to the model call that asked for it is kept
 # as an op attribute, but redaction takes an OpenAI call id for a random secret.
-@pytest.mark.xfail(
-    strict=True, reason="E (low): gen_ai.tool.call.id values in the OpenAI form are stored as [REDACTED]"
-)
 def test_a_tool_call_id_survives_ingest() -> None:
     from opslake.queue import unpack
 

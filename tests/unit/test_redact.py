@@ -233,9 +233,9 @@ def test_an_id_that_grows_when_redacted_is_cut_to_the_id_limit() -> None:
 
 
 # issue 13: op ids like "c1-<32 hex>" were taken whole by the entropy layer about once in 2,700, so
-# ops of one key shared the op id "[REDACTED]" and the (reporter_id, op_id) dedupe kept one of them.
-# The entropy rule still takes them (a prefix and hex is also the shape of Mailgun's, Lob's and
-# Plaid's keys), but as identifiers they stay apart.
+# ops of one key shared the op id "[REDACTED]" and the (reporter_id, op_id) dedupe kept one of them;
+# issue 25: a name and a hex id is an id's shape, kept as sent as an id and in text. The same shape
+# under a name that says credential is still a key (Mailgun's, Lob's, Plaid's).
 PREFIXED_HEX_IDS = [  # each of these was "[REDACTED]" as an op id
     "c1-92c54f3af1c4c6832bf0a75891de6ed7",
     "c1-5b71f8c393092abe7d5fb4e2afc66d82",
@@ -243,10 +243,16 @@ PREFIXED_HEX_IDS = [  # each of these was "[REDACTED]" as an op id
 ]
 
 
-def test_ids_the_entropy_rule_takes_stay_distinct_as_identifiers() -> None:
-    assert {redact(i) for i in PREFIXED_HEX_IDS} == {REDACTED}
-    stored = [redact_identifier(i) for i in PREFIXED_HEX_IDS]
-    assert len(set(stored)) == len(stored) and all(s.startswith("redacted-") for s in stored)
+def test_prefixed_hex_ids_are_kept_as_sent() -> None:
+    assert [redact(i) for i in PREFIXED_HEX_IDS] == PREFIXED_HEX_IDS
+    assert [redact_identifier(i) for i in PREFIXED_HEX_IDS] == PREFIXED_HEX_IDS
+
+
+@pytest.mark.parametrize(
+    "key", ["key-3f9c2b1a0d8e7f6a5b4c3d2e1f0a9b8c", "live_3f9c2b1a0d8e7f6a5b4c3d2e1f0a9b8c"]
+)
+def test_a_hex_key_under_a_credential_name_is_still_caught_in_text(key: str) -> None:
+    assert redact(f"mail failed with {key} today") == f"mail failed with {REDACTED} today"
 
 
 def test_the_stored_form_of_a_redacted_identifier_is_left_as_it_is() -> None:
@@ -258,7 +264,7 @@ def test_the_stored_form_of_a_redacted_identifier_is_left_as_it_is() -> None:
 
 
 def test_a_redacted_identifier_is_a_marked_digest_distinct_and_stable() -> None:
-    secrets_ = [f"sk_live_{rng_token(i)}" for i in range(50)] + ["V1StGXR8_Z5jdHi6B-myTq9k"]
+    secrets_ = [f"sk_live_{rng_token(i)}" for i in range(50)] + ["ghp_" + rng_token(7) + "abcdefghijkl"]
     stored = [redact_identifier(f"run-{s}") for s in secrets_]
     assert len(set(stored)) == len(stored)  # distinct ids stay distinct
     assert stored == [redact_identifier(f"run-{s}") for s in secrets_]  # a retry keeps its id
@@ -273,3 +279,85 @@ def test_a_redacted_identifier_is_a_marked_digest_distinct_and_stable() -> None:
 def rng_token(seed: int) -> str:
     rng = random.Random(seed)
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(24))
+
+
+# A semi-generic provider rule (hashicorp-tf-password) took ", " after "password reset" for an
+# assignment and the next JSON key for the password.
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"subject": "password reset", "category": "account"}',
+        '{"subject": "password reset", "category": "account_recovery"}',
+        'tags: ["password reset", "accountrecovery"]',
+        'the user asked for a password reset, "category": "account"',
+    ],
+)
+def test_a_key_or_word_after_the_phrase_password_reset_is_kept(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('password: "hunter2xyz", category: x', f"password: {REDACTED}, category: x"),
+        ("password=hunter22 category", f"password={REDACTED} category"),
+        (
+            '{"password": "hunter2xyz", "category": "account"}',
+            f'{{"password": {REDACTED}, "category": "account"}}',
+        ),
+        ('db("password", "s3cr3tpass")', f'db("password", {REDACTED})'),
+    ],
+)
+def test_a_password_value_next_to_a_key_is_still_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("gen_ai.tool.call.id", "call_mszuSIzqtI65i1wAUOE8w5H4"),
+        ("gen_ai.tool.call.id", "toolu_01A09q90qw90lq917835lq9A"),
+        ("otel.span_id", "V1StGXR8_Z5jdHi6B-myTq9k"),
+        ("request_id", "lh-3a9f1c-OpenStack-17"),
+    ],
+)
+def test_an_id_under_a_key_naming_an_id_is_kept_as_sent(key: str, value: str) -> None:
+    assert redact_attribute(key, value) == value
+
+
+def test_an_id_attribute_holding_a_credential_shape_is_replaced_by_its_digest() -> None:
+    token = "ghp_" + rng_token(3) + "abcdefghijkl"
+    assert redact_attribute("gen_ai.tool.call.id", token) == redacted_identifier(token)
+    # under a key naming a session or a key, a credential-looking value is still taken for one
+    assert redact_attribute("session_id", "V1StGXR8_Z5jdHi6B-myTq9k") == REDACTED
+    # a value with spaces is text, not an id: every layer looks at it
+    assert redact_attribute("request_id", "r1 password=hunter2") == f"r1 password={REDACTED}"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "session:01HXYZ8K3M4N5P6Q7R8S9T0VWX",  # a secret word naming an id, not a secret
+        "token-42",
+        "auth0|507f1f77bcf86cd799439011",
+        "sid=8f14e45fceea167a5a36dedd4bea2543",
+        "V1StGXR8_Z5jdHi6B-myT",
+        "lh-3a9f1c-OpenStack-17",
+    ],
+)
+def test_an_identifying_id_is_kept_unless_it_holds_a_credential_shape(value: str) -> None:
+    assert redact_identifier(value) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "s-password=hunter2",
+        "pwd=hunter2",
+        "run-api_key:Zx9Qw8Er7Ty6Ui5Op4As",
+        "agent-AKIAZ5QW3RTY7UIOP2AS",
+        "trace.eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ],
+)
+def test_an_identifying_id_holding_a_credential_shape_becomes_its_digest(value: str) -> None:
+    assert redact_identifier(value) == redacted_identifier(value)

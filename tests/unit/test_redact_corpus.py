@@ -16,7 +16,7 @@ from opslake.ingest.events import ingest
 from opslake.ingest.redact import redact
 
 from ..fakes import MemoryQueue
-from .secret_carriers import BARE, KEYED, load_corpus, load_ordinary, plant, run, summary
+from .secret_carriers import BARE, IDENTITY_CARRIERS, KEYED, load_corpus, load_ordinary, plant, run
 
 CORPUS = load_corpus()
 
@@ -54,12 +54,16 @@ def test_every_planted_op_is_stored(outcomes) -> None:  # type: ignore[no-untype
     assert [o.carrier.name for o in outcomes if o.stored is None] == []
 
 
-def test_context_only_secrets_standing_alone_are_mostly_caught(outcomes) -> None:  # type: ignore[no-untyped-def]
+def test_context_only_secrets_standing_alone_in_text_are_mostly_caught(outcomes) -> None:  # type: ignore[no-untyped-def]
     """A secret gitleaks itself finds only next to its provider's name (32 hex characters after
-    "adafruit") cannot always be told from an id when it stands alone; the entropy rule catches
-    the random-looking ones. The figure is in the README; this guards it from sliding back."""
-    figures = summary(outcomes)
-    assert figures["context_bare_missed"] <= 0.5 * figures["context_bare_placements"]
+    "adafruit") cannot always be told from an id when it stands alone; in text the entropy rule
+    catches the random-looking ones. The figure is in the README; this guards it from sliding back.
+    An identifying id (op, session, trace, agent) is replaced only on a known credential shape, so
+    there such a secret is kept as sent, by design (issue 25: a client must find its own op)."""
+    in_text = [o for o in outcomes if not o.carrier.required and o.carrier.name not in IDENTITY_CARRIERS]
+    assert sum(o.leaked for o in in_text) <= 0.5 * len(in_text)
+    in_ids = [o for o in outcomes if o.carrier.name in IDENTITY_CARRIERS]
+    assert [o.carrier.record["secret"] for o in in_ids if o.carrier.required and o.leaked] == []
 
 
 def test_ordinary_agent_text_is_left_alone() -> None:

@@ -20,13 +20,15 @@ scanned is capped at :data:`MAX_SCAN_CHARS`):
   or :data:`DECODED_ALLOWANCE` more than the text's length, each decoded text counting at least
   :data:`MIN_DECODED_CHARGE`, a token that decodes to text is replaced unchecked);
 * **entropy**: a bare token that reads as random (mixed classes, high Shannon entropy) and not as
-  an id opslake itself uses (ULID, UUID, hex digests, trace ids, its own ``redacted-<32 hex>``).
+  an id (ULID, UUID, hex digests, trace ids, opslake's own ``redacted-<32 hex>``, and the public id
+  shapes of :func:`public_id`: API object ids, pod names, readable ids, cuid, nanoid, KSUID).
 
 :func:`redact` handles free text; :func:`redact_attribute` a value under a key (the whole value
 when the key is secret-named); :func:`redact_label` labels and attribute keys, whose replacement
 must stay a valid id; :func:`redact_identifier` ids that tell ops, sessions, traces, agents or
-signatures apart (:data:`IDENTITY_FIELDS`): one with a secret in it becomes ``redacted-`` and 32
-hex characters of its SHA-256, so distinct ids stay distinct and a retry keeps its id.
+signatures apart (:data:`IDENTITY_FIELDS`): kept as sent unless it holds a credential of a known
+shape, then ``redacted-`` and 32 hex characters of its SHA-256, so distinct ids stay distinct and a
+retry keeps its id.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator
 from functools import cache, lru_cache
-from itertools import pairwise
+from itertools import islice, pairwise
 from urllib.parse import unquote_plus
 
 from opslake.ingest.provider_rules import RULES as PROVIDER_RULES
@@ -68,7 +70,22 @@ MAX_DEPTH = 2  # base64 inside URL-encoding (or the reverse), no further
 # kinds of things, and ops whose label differs only by a secret belong to one group.
 IDENTITY_FIELDS = frozenset({"op_id", "session_id", "trace_id", "agent_id", "sig_hash"})
 REDACTED_ID_PREFIX = "redacted-"
+_ID_PARTS = frozenset({"id", "ids", "uuid", "guid"})  # an attribute key ending so names an id
 REDACTED_ID_HEX_CHARS = 32  # 128 bits: no two ids of a reporter collide in practice
+# Joints of an id looked at for a token after them (see holds_credential_shape): the first few only,
+# in the first MAX_ID_JOINTS_CHARS characters (an id is at most 200; a token fits in the rest).
+_ID_JOINT = re.compile(r"[-_:/.=@,;|+]")
+MAX_ID_JOINTS = 8
+MAX_ID_JOINTS_CHARS = 160
+MAX_ID_TOKEN_CHARS = 200  # an id's length: the longest token after a joint (a Sentry token is 170)
+# In an id, a value assigned to one of these names is a secret ("password=hunter2"); other secret
+# words name ids as often as secrets ("session:01HX…", "token-42", "auth0|5f…", "sid=…").
+_ID_SECRET_TERMS = frozenset(
+    {
+        "password", "passwords", "passwd", "passphrase", "pwd", "secret", "secrets", "apikey",
+        "privatekey", "accesskey", "secretkey", "clientsecret", "xapikey", "credential", "credentials",
+    }
+)  # fmt: skip
 
 # ---- secret names --------------------------------------------------------------------------
 # A key is split into lowercase parts (snake, kebab, dotted, camelCase); a term is a part or two
@@ -134,6 +151,7 @@ _VALUE = re.compile(
     + "})"
 )
 _ASSIGN = re.compile(r"[=:]")
+_REST_OF_SECRET = re.compile(r"""[^\s"'`,;&<>{}\[\]]{1,""" + str(MAX_VALUE_CHARS) + "}")
 _INNER_KEY = re.compile(r"[A-Za-z_][A-Za-z_.\-]{0,63}")  # a key with no digits: not a password's tail
 _HEADER_VALUE = re.compile(r"""[^\r\n"'`]{1,2048}""")
 _XML_VALUE = re.compile(r">\s{0,8}([^<]{1," + str(MAX_VALUE_CHARS) + "})</")
@@ -199,7 +217,13 @@ _SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], str], ...] = (
     (
         "aws_secret_access_key",
         (),
-        re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+        # 40 random base64 characters hold every class; a URL path of 40 ("com/v1/objects/<id>")
+        # starts with short lowercase segments
+        re.compile(
+            r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[/+])(?=[A-Za-z0-9/+]{0,39}[A-Z])"
+            r"(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[0-9])(?![a-z0-9]{1,16}/[a-z0-9]{1,16}/)"
+            r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+        ),
         REDACTED,
     ),
 )
@@ -213,11 +237,129 @@ _UUID = re.compile(r"(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 # own ids, like a ULID, so a client resending it as stored gets it back unchanged.
 _REDACTED_ID = re.compile(re.escape(REDACTED_ID_PREFIX) + f"[0-9a-f]{{{REDACTED_ID_HEX_CHARS}}}")
 _WORDISH = re.compile(r"[A-Za-z][a-z]{2,}")
+
+# ---- public id shapes --------------------------------------------------------------------------
+# Ids that APIs and id generators hand out are random by design, so the entropy layer took them for
+# secrets and a client could no longer find its own op or tool call. These shapes are public (they
+# identify an object; they authenticate nothing): the entropy layer and the "credential-looking"
+# test leave them alone. A credential of a known shape is still caught by the shape and provider
+# rules, which run first (Stripe's sk_live_/rk_live_ keys, OpenAI's sk-, GitHub's ghp_, ...).
+# Object-id prefixes of OpenAI (tool calls, completions, responses, files, messages, threads, runs,
+# assistants, batches, fine-tunes, vector stores), Anthropic (msg_, toolu_) and Stripe-like APIs
+# (charges, payment intents, customers, invoices, subscriptions, ...); none of them is a secret's.
+_PUBLIC_PREFIXES = (
+    "call", "chatcmpl", "cmpl", "resp", "file", "msg", "thread", "run", "asst", "step", "batch", "vs",
+    "vsfb", "ftjob", "ftckpt", "fc", "rs", "modr", "toolu", "srvtoolu", "ch", "pi", "cus", "in", "ii",
+    "il", "sub", "si", "prod", "price", "evt", "pm", "seti", "src", "card", "txn", "re", "po", "tr",
+    "py", "acct", "cs", "dp", "du", "ba", "req", "sched", "prv", "plink", "promo", "trr",
+)  # fmt: skip
+_PREFIXED_ID = re.compile(r"(?:" + "|".join(_PUBLIC_PREFIXES) + r")[_-](?:(?:test|live)_)?[A-Za-z0-9]{8,64}")
+# A lowercase name, then an id: hex of a usual length (run-<32 hex>, req_<24 hex>, build.<40 hex>:
+# a digest, an ObjectId, a UUID's hex), a UUID, a ULID, a KSUID or a cuid (report-<ULID>).
+_ID_NAME = re.compile(r"[a-z][a-z0-9]{0,15}(?:[-_.][a-z][a-z0-9]{0,15}){0,3}")
+_HEX_ID = re.compile(r"[0-9a-f]{12}|[0-9a-f]{16}|[0-9a-f]{24}|[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}")
+# A path's segment that is a plain name ("tmp", "dt=2026-11-28", "part-00000", "avatar.png").
+_PATH_WORD = re.compile(r"(?:[a-z]{1,16}|[0-9]{1,14})(?:[-_.=](?:[a-z]{1,16}|[0-9]{1,14})){0,7}")
+# Kubernetes pod names: a workload name, then the controller's random suffixes, drawn from an
+# alphabet without vowels and 0/1/3 (k8s.io/apimachinery's rand.String): <name>-<hash>-<5>, <name>-<5>.
+_K8S = "[bcdfghjklmnpqrstvwxz2456789]"
+_POD_NAME = re.compile(rf"[a-z0-9](?:[a-z0-9-]{{0,60}}[a-z0-9])?(?:-{_K8S}{{6,10}})?-{_K8S}{{5}}")
+# A readable id: names, numbers and short hex joined by - _ . : ("lh-3a9f1c-OpenStack-17",
+# "us-east-1", "job_2026_11_28_nightly"). A generated secret's pieces hold mixed letters and digits.
+_READABLE_PIECE = re.compile(r"[0-9]{1,14}|[0-9a-f]{1,12}|[A-Za-z]{1,16}|[a-z]{1,12}[0-9]{1,4}")
+_PIECE_SEPARATORS = re.compile(r"[-_.:]")
+_CREDENTIAL_PIECES = frozenset({"access", "refresh", "private", "api", "live", "test", "prod", "production"})
+# cuid (v1): "c", a base36 millisecond timestamp, a counter, a fingerprint and randomness.
+_CUID = re.compile(r"c[0-9a-z]{24}")
+_CUID_TIME = (1_262_304_000_000, 4_102_444_800_000)  # 2010 to 2100, in ms
+# cuid2 (24 of [a-z0-9], a letter first), nanoid (21 of [A-Za-z0-9_-]), 22-character base62 (a UUID
+# in base62) and KSUIDs (27 base62, a timestamp first): id generators' default lengths, taken as ids
+# by the entropy layer only (under a secret-named key they are still judged as credentials).
+_CUID2 = re.compile(r"[a-z][0-9a-z]{23}")
+_NANOID = re.compile(r"[A-Za-z0-9_-]{21}")
+_BASE62_22 = re.compile(r"[A-Za-z0-9]{22}")
+_KSUID = re.compile(r"[A-Za-z0-9]{27}")
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_KSUID_EPOCH, _KSUID_TIME = 1_400_000_000, (1_262_304_000, 4_102_444_800)  # 2010 to 2100, in s
+# data: URIs of media: the base64 body is the image, not a secret: never taken for random (what
+# decodes to text is still checked; text ones, SVG included, are not media).
+_DATA_URI = re.compile(
+    r"data:(?:image|audio|video|font)/(?!svg)[A-Za-z0-9.+-]{1,64}(?:;[A-Za-z0-9=.+-]{1,64}){0,4};base64,"
+    r"[A-Za-z0-9+/]*={0,2}"
+)
+
+
+def public_id(token: str) -> bool:
+    """Whether ``token`` has the shape of a public object id (see above): an API object's prefixed
+    id, a name with a hex id, a pod name, a readable id or a cuid; never a credential by itself."""
+    if _PREFIXED_ID.fullmatch(token) or _POD_NAME.fullmatch(token) or _cuid(token):
+        return True
+    pieces = _PIECE_SEPARATORS.split(token)
+    if len(pieces) < 2 or not (_named_id(token) or all(_READABLE_PIECE.fullmatch(piece) for piece in pieces)):
+        return False
+    # a name that says credential makes it one: Mailgun's "key-<32 hex>", Lob's "live_<hex>",
+    # Plaid's "access-production-<uuid>"
+    return not any(
+        piece.isalpha() and (piece.lower() in _CREDENTIAL_PIECES or _SECRET_WORD.search(piece))
+        for piece in pieces
+    )
+
+
+def _cuid(token: str) -> bool:
+    return bool(_CUID.fullmatch(token)) and _CUID_TIME[0] <= int(token[1:9], 36) <= _CUID_TIME[1]
+
+
+def _ksuid(token: str) -> bool:
+    if not _KSUID.fullmatch(token):
+        return False
+    number = 0
+    for ch in token:
+        number = number * 62 + _BASE62.index(ch)
+    return _KSUID_TIME[0] <= (number >> 128) + _KSUID_EPOCH <= _KSUID_TIME[1]
+
+
+def _named_id(token: str) -> bool:
+    """A lowercase name, a joint, then a hex id, a UUID, a ULID, a KSUID or a cuid."""
+    for joint in _PIECE_SEPARATORS.finditer(token, 1, 64):
+        name, body = token[: joint.start()], token[joint.end() :]
+        if _ID_NAME.fullmatch(name) and (
+            _HEX_ID.fullmatch(body)
+            or _UUID.fullmatch(body)
+            or _ULID.fullmatch(body)
+            or _ksuid(body)
+            or _cuid(body)
+        ):
+            return True
+    return False
+
+
+def _path_of_ids(token: str) -> bool:
+    """A path whose every segment is a plain name or an id ("tmp/<KSUID>", "users/<nanoid>")."""
+    return all(
+        not segment
+        or _PATH_WORD.fullmatch(segment)
+        or _HEX_OR_UUID.fullmatch(segment)
+        or _ULID.fullmatch(segment)
+        or public_id(segment)
+        or _generated_id(segment)
+        for segment in token.split("/")
+    )
+
+
+def _generated_id(token: str) -> bool:
+    """An id generator's default shape (cuid2, nanoid, 22-character base62, KSUID): for the entropy
+    layer only, since a short key or password of the same length and alphabet reads the same."""
+    if _KSUID.fullmatch(token):
+        return _ksuid(token)
+    return bool(_CUID2.fullmatch(token) or _NANOID.fullmatch(token) or _BASE62_22.fullmatch(token))
+
+
 _CLASSES = (re.compile(r"[A-Z]"), re.compile(r"[a-z]"), re.compile(r"[0-9]"))
 _PATH_OR_SPACE = re.compile(r"[/\\ ]")
 _ASCII_DIGIT = re.compile(r"[0-9]")
 _ASCII_ALPHA = re.compile(r"[A-Za-z]")
 _SYMBOL = re.compile(r"[!@#$%^&*+=~|?<>]")
+_PADDING = re.compile(r"={1,2}(?!\w)")
 _SWITCH = re.compile(r"[0-9](?=[^0-9])|[^0-9](?=[0-9])")
 
 _URLSAFE = str.maketrans("-_", "+/")
@@ -286,6 +428,11 @@ def secret_key_strength(key: str) -> int:
     return 1 if terms & _WEAK_TERMS and not described else 0
 
 
+def _terms(key: str) -> set[str]:
+    parts = key_parts(key)
+    return set(parts) | {a + b for a, b in pairwise(parts)}
+
+
 def is_secret_key(key: str) -> bool:
     """Whether values under ``key`` are redacted whole (``password``, ``x-api-key``, ``DB_TOKEN``)."""
     return secret_key_strength(key) == 2
@@ -301,7 +448,7 @@ def looks_like_credential(value: str, *, min_len: int = 16) -> bool:
     (under a weak name such as ``key`` or ``session_id``, and after a secret word)."""
     if len(value) < min_len or value.lower() in _STOP_VALUES or _PATH_OR_SPACE.search(value):
         return False
-    if _UUID.fullmatch(value) or _ULID.fullmatch(value):
+    if _UUID.fullmatch(value) or _ULID.fullmatch(value) or public_id(value):
         return False
     if _HEX_OR_UUID.fullmatch(value):
         return len(value) >= 32  # a hex session id or token; shorter hex is a counter or a short hash
@@ -334,7 +481,9 @@ def _looks_random(token: str) -> bool:
     core = token.rstrip("=")
     if len(core) < 20 or _HEX_OR_UUID.fullmatch(core) or _ULID.fullmatch(core):
         return False
-    if _REDACTED_ID.fullmatch(core):
+    if _REDACTED_ID.fullmatch(core) or public_id(token) or _generated_id(token):
+        return False  # (with its padding: "…==" is base64, not an id)
+    if "/" in token and _path_of_ids(token):
         return False
     upper, lower, digits = (len(pattern.findall(core)) for pattern in _CLASSES)
     if upper >= 2 and lower >= 2 and digits >= 2:
@@ -453,6 +602,10 @@ _START_RULES: dict[str, tuple[int, ...]] = {
 _CONTEXT_AFTER = r"""(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)"""
 _ASSIGNMENT_AFTER = re.compile(_CONTEXT_AFTER)
 _SEMI_GENERIC = re.compile(r"\(\?i\)\(\?:([a-z0-9_|\-]+)\)" + re.escape(_CONTEXT_AFTER))
+
+
+# The semi-generic rules: a name, then an assignment, then the secret (see _not_a_value).
+_ASSIGNED_RULES = frozenset(i for i, rule in enumerate(PROVIDER_RULES) if _CONTEXT_AFTER in rule[2])
 
 
 def _needs_assignment(rule: int) -> bool:
@@ -576,13 +729,42 @@ def _shapes(text: str) -> str:
         group, min_entropy = PROVIDER_RULES[rule][3:5]
         at = group or next((i for i in range(1, (match.lastindex or 0) + 1) if match.group(i)), 0)
         secret = match.group(at)
-        if secret and REDACTED not in secret and entropy(secret) >= min_entropy:
+        if (
+            secret
+            and REDACTED not in secret
+            and entropy(secret) >= min_entropy
+            and not (rule in _ASSIGNED_RULES and _not_a_value(text, match, at))
+        ):
             spans.add(match.start(at), match.end(at))
+    media = _media_spans(text)
     for match in _TOKEN_40.finditer(text):  # opslake's API keys (and other 40-character keys)
         token = match.group(0)
+        if media.covers(match.start()):
+            continue  # 40 characters between a "/" and a "+" of an image's base64
         if any(c.isupper() for c in token) and any(c.islower() for c in token) and entropy(token) >= 4.0:
             spans.add(match.start(), match.end())
     return spans.apply(text)
+
+
+# gitleaks' semi-generic rules take ", " for an assignment ("password", "hunter22") and allow words
+# between the name and it: in '{"subject": "password reset", "category": "account"}' the next JSON
+# key was taken for the password. A quoted token followed by a colon is a key; after a phrase
+# ("password reset", …) a comma ends a list item, not a name.
+_KEY_AFTER = re.compile(r"""[ \t]{0,8}:(?![:=])""")
+_PHRASE_THEN_COMMA = re.compile(r"""[\w.-]*[ \t]+[\w.-][ \t\w.-]*[\s'"]{0,3},""")
+
+
+def _not_a_value(text: str, match: re.Match[str], at: int) -> bool:
+    """Whether a semi-generic provider match took a quoted key or a list item for the secret."""
+    start, end = match.start(at), match.end(at)
+    quotes = ('"', "'", "`")
+    if text[end - 1 : end] not in quotes and text[end : end + 1] in quotes:
+        end += 1  # the group stopped inside the quotes
+    quoted = text[start : start + 1] in quotes or text[start - 1 : start] in quotes
+    if quoted and _KEY_AFTER.match(text, end):
+        return True
+    before = text[match.start() : match.start(at)]
+    return bool(_PHRASE_THEN_COMMA.match(before)) and "=" not in before and ":" not in before
 
 
 def _key_bounds(text: str, start: int, end: int) -> tuple[int, int]:
@@ -596,8 +778,9 @@ def _key_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _meaning(text: str) -> str:
-    """Values after secret-named keys, secret headers, XML elements and "password is …"."""
+def _meaning(text: str, *, only: frozenset[str] | None = None) -> str:
+    """Values after secret-named keys, secret headers, XML elements and "password is …" (with
+    ``only``: values assigned to a key naming one of those terms, nothing else)."""
     spans = _Spans()
     resume = 0
     lowered = text.lower()
@@ -608,10 +791,14 @@ def _meaning(text: str) -> str:
         key_start, key_end = _key_bounds(text, hit.start(), hit.end())
         key = text[key_start:key_end].strip(".-")
         strength = secret_key_strength(key)
-        if not strength:
+        if not strength or public_id(key) or _looks_random(key):
+            continue  # an id with "Pw", "key" or "sig" in it ("call_…xrePw7: upstream") names no secret
+        if only is not None and (strength < 2 or not only & _terms(key)):
             continue
         resume = key_end
         sep = _SEPARATOR.match(text, key_end)
+        if only is not None and not sep:
+            continue
         if key_start > 0 and text[key_start - 1] == "<" and text.startswith(">", key_end):
             element = _XML_VALUE.match(text, key_end)
             if element and (strength == 2 or looks_like_credential(element.group(1).strip())):
@@ -624,7 +811,16 @@ def _meaning(text: str) -> str:
                     spans.add(value.start(), value.end())
                     resume = value.end()
                 continue
-            value = _VALUE.match(text, sep.end())
+            value_at = sep.end()
+            if text.startswith(REDACTED, value_at):
+                # a shape took the front of the value; what sticks to it is the rest of the secret
+                # ("password=[REDACTED]WJyn…" when a provider rule's token is shorter than the value)
+                rest = _REST_OF_SECRET.match(text, value_at + len(REDACTED))
+                if rest:
+                    spans.add(rest.start(), rest.end())
+                    resume = rest.end()
+                continue
+            value = _VALUE.match(text, value_at)
             if not value:
                 continue
             name = value.lastgroup or "bare"  # dq, sq, bq (quoted) or bare
@@ -692,12 +888,14 @@ def _wrapped(text: str, depth: int, budget: _Budget) -> str:
                 not budget.take(decoded) or _redact(decoded, depth + 1, budget) != decoded
             ):
                 spans.add(match.start(), match.end())
+    media = _media_spans(text)
     for match in _B64_TOKEN.finditer(text):
         token = match.group(0)
         if spans.covers(match.start()) or REDACTED in token:
             continue
         core = token.rstrip("=")
-        if len(core) <= 512 and core.count("/") < 2 and _looks_random(core):
+        media_body = media.covers(match.start())  # decoded (text hidden in it is checked), never random
+        if not media_body and len(core) <= 512 and core.count("/") < 2 and _looks_random(token):
             spans.add(match.start(), match.end())  # the entropy layer takes it whole: no need to decode
             continue
         decoded_text = _b64_text(token)
@@ -736,11 +934,25 @@ def _printable_share(text: str) -> float:
     return sum(ch.isprintable() or ch in "\t\r\n" for ch in text) / len(text)
 
 
+def _media_spans(text: str) -> _Spans:
+    """Where ``data:image/…;base64,`` (audio, video, font) bodies are: content, not credentials."""
+    media = _Spans()
+    if "data:" in text:
+        for match in _DATA_URI.finditer(text):
+            media.add(match.start(), match.end())
+    return media
+
+
 def _entropy_tokens(text: str) -> str:
     spans = _Spans()
+    media = _media_spans(text)
     for match in _BARE_TOKEN.finditer(text):
+        if media.covers(match.start()):
+            continue
+        padded = _PADDING.match(text, match.end()) is not None  # "…==": base64, never an id
         for piece in _split_path(match.group(0), match.start()):
-            if _looks_random(piece[0]):
+            last = piece[1] + len(piece[0]) == match.end()
+            if _looks_random(piece[0] + "=" if padded and last else piece[0]):
                 spans.add(piece[1], piece[1] + len(piece[0]))
     return spans.apply(text)
 
@@ -793,8 +1005,19 @@ def redact(text: str) -> str:
     return _redact(text, 0, _Budget(min(MAX_DECODED_CHARS, DECODED_ALLOWANCE + len(text))))
 
 
+@lru_cache(maxsize=1024)
+def identity_key(key: str) -> bool:
+    """Whether an attribute key names an id (``gen_ai.tool.call.id``, ``otel.span_id``, ``user_id``)
+    and no secret (``session_id`` and ``api_key_id`` are judged by their secret word)."""
+    parts = key_parts(key)
+    return bool(parts) and parts[-1] in _ID_PARTS and secret_key_strength(key) == 0
+
+
 def redact_attribute(key: str, value: str) -> str:
-    """A value under ``key``: whole when the key is secret-named, else like any text."""
+    """A value under ``key``: whole when the key is secret-named; an id under a key naming one (a
+    tool-call id) like an identifying id (:func:`redact_identifier`); else like any text."""
+    if identity_key(key) and value and not any(ch.isspace() for ch in value):
+        return redact_identifier(value)
     strength = secret_key_strength(key)
     named = strength == 2 or (strength == 1 and looks_like_credential(value))
     if value and named and not _is_stop_value(value):
@@ -819,8 +1042,33 @@ def redacted_identifier(original: str) -> str:
     return REDACTED_ID_PREFIX + digest[:REDACTED_ID_HEX_CHARS]
 
 
+def holds_credential_shape(text: str) -> bool:
+    """Whether ``text`` holds a credential of a known shape: a provider token (gitleaks' rules), a
+    private key, a JWT, an AWS key, a bearer or basic header, a URL password, an opslake API key."""
+    if len(text) < SHORT_TEXT_CHARS and not (_SHORT_GATE.search(text) or _SECRET_WORD.search(text)):
+        return False  # no shape is shorter (tests/unit/test_redact_work.py checks the widths)
+    if _plain_uuid(text):
+        return False
+    if _shapes(text) != text or _meaning(text, only=_ID_SECRET_TERMS) != text:
+        return True
+    # Ids join parts ("agent-<token>", "run:<token>"); a shape whose rule wants a boundary before the
+    # token (Azure's "…Q~…") is looked for after each joint too: what follows each of the first few
+    # joints (a token's length of it), one per line, in a single pass. A NUL between them keeps a
+    # rule from reading across two (no rule's character class holds one).
+    windows = [
+        text[m.end() : m.end() + MAX_ID_TOKEN_CHARS]
+        for m in islice(_ID_JOINT.finditer(text, 0, MAX_ID_JOINTS_CHARS), MAX_ID_JOINTS)
+        if len(text) - m.end() >= SHORT_TEXT_CHARS
+    ]
+    joined = "\n\x00\n".join(windows)
+    return bool(windows) and _shapes(joined) != joined
+
+
 @lru_cache(maxsize=4096)  # op ids are mostly distinct, but retries and session/trace/agent ids repeat
 def redact_identifier(text: str) -> str:
-    """An identifying id (:data:`IDENTITY_FIELDS`): as it is, or :func:`redacted_identifier` of it
-    when it holds a secret, never ``[REDACTED]`` (two ops would share one id and one be dropped)."""
-    return text if redact_label(text) == text else redacted_identifier(text)
+    """An identifying id (:data:`IDENTITY_FIELDS`, a tool-call id): as sent, unless it holds a
+    credential of a known shape (:func:`holds_credential_shape`); then :func:`redacted_identifier`
+    of it, never ``[REDACTED]`` (two ops would share one id and one be dropped). An id is random by
+    design, so neither the entropy layer nor a secret word ("session:…", "token-42") replaces one: a
+    client must find its own op by the id it sent."""
+    return redacted_identifier(text) if holds_credential_shape(text) else text

@@ -13,6 +13,7 @@ Three models, one per trust boundary:
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -59,7 +60,21 @@ PRE_REDACTION_MARGIN = 1_024
 # MCP); a client's op may not claim any of them (a runtime's op is not a call opslake observed).
 RESERVED_EVENT_KINDS = frozenset({"log"})
 RESERVED_SOURCES = frozenset({"llm", "gateway", "mcp"})
-SERVER_CONTEXT = {"server": True}  # validation context of records the server itself builds
+SERVER_CONTEXT = {"server": True}
+_INVISIBLE = frozenset({"Cc", "Cf"})  # control and format characters (NUL, zero-width space, bidi marks)
+
+
+def reserved_label_key(value: str) -> str:
+    """How a label is compared with the reserved ones: as a reader would see it. NFKC folds the
+    full-width "ｇateway" and ligatures into ASCII, control and format characters ("gateway\\x00",
+    "gate\\u200bway") are dropped, case is folded and the ends stripped; the stored value is kept."""
+    folded = unicodedata.normalize("NFKC", value)
+    visible = "".join(ch for ch in folded if unicodedata.category(ch) not in _INVISIBLE)
+    return unicodedata.normalize(
+        "NFKC", visible.casefold()
+    ).strip()  # validation context of records the server itself builds
+
+
 # Ids and labels redacted on ingest (a secret inside is replaced by "[REDACTED]", which the id
 # rule allows; an id of IDENTITY_FIELDS becomes "redacted-<32 hex>" instead, so that distinct ids
 # stay distinct; reporter_id is the server's own).
@@ -247,7 +262,7 @@ class OpInput(_OpCore):
     @field_validator("event_kind")
     @classmethod
     def _reserved_event_kind(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and value.lower() in RESERVED_EVENT_KINDS and not _is_server(info):
+        if value is not None and reserved_label_key(value) in RESERVED_EVENT_KINDS and not _is_server(info):
             raise ValueError(
                 f'event_kind "{value}" is reserved for records opslake writes itself (POST /log '
                 "writes log records); report a lesson with POST /log or use another event_kind"
@@ -257,7 +272,7 @@ class OpInput(_OpCore):
     @field_validator("source")
     @classmethod
     def _reserved_source(cls, value: str, info: ValidationInfo) -> str:
-        if value.lower() in RESERVED_SOURCES and not _is_server(info):
+        if reserved_label_key(value) in RESERVED_SOURCES and not _is_server(info):
             raise ValueError(
                 f'source "{value}" is reserved for the records opslake writes itself (its model calls, '
                 'the tool calls it observes); use another source (e.g. "runtime")'
