@@ -9,7 +9,7 @@ The ids are tests/data/ids/id_forms.py's (11,200 of 28 forms, fixed seed), each 
 * inside its text (a log line, an error or a JSON blob; plus 200 ``data:image`` URIs).
 
 The credentials are tests/data/secrets/corpus.jsonl's, planted in every carrier of
-tests/unit/secret_carriers.py through the same ingest logic (as bench_redaction.py does): the
+tests/unit/ingest/secret_carriers.py through the same ingest logic (as bench_redaction.py does): the
 required placements (a secret named by its key or with a shape of its own), and gitleaks'
 context-only secrets standing alone, in text and in ids. To measure older code, point
 ``--package`` at a copy of its ``layers/common`` (``git archive <commit> layers/common | tar -x -C /tmp/old``).
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--local", type=int, metavar="PER_FORM", help="only: ids through a local stack")
     args = parser.parse_args()
     sys.path.insert(0, args.package)
-    sys.path.insert(1, str(ROOT / "tests/unit"))
+    sys.path.insert(1, str(ROOT / "tests/unit/ingest"))
     if args.local:
         sys.path.insert(1, str(ROOT / "local"))
         print(json.dumps(through_local_stack(args.local), indent=1))

@@ -1,6 +1,6 @@
 """Redaction on gitleaks' secret shapes and on ordinary agent text: misses and false positives.
 
-Plants every secret of tests/data/secrets/corpus.jsonl in every carrier (tests/unit/secret_carriers.py)
+Plants every secret of tests/data/secrets/corpus.jsonl in every carrier (tests/unit/ingest/secret_carriers.py)
 and runs the ops through the ``POST /events`` logic of whichever ``opslake`` package is first on
 ``sys.path``; then redacts every text of tests/data/secrets/ordinary.jsonl and counts the texts it
 changed. Then times (CPU seconds, best of three) hostile 1 MiB bodies, each the most of one kind
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--hostile-only", action="store_true", help="skip the corpus and ordinary text")
     args = parser.parse_args()
     sys.path.insert(0, args.package)
-    sys.path.insert(1, str(ROOT / "tests/unit"))
+    sys.path.insert(1, str(ROOT / "tests/unit/ingest"))
     from secret_carriers import NOW, load_corpus, load_ordinary, plant, run, summary
 
     from opslake.ingest.events import ingest

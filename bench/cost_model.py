@@ -1,7 +1,7 @@
 """The arithmetic of bench_cost.py: measured figures per op and per run, a price table -> dollars.
 
 Pure functions over plain dicts, no I/O, so the arithmetic has unit tests
-(tests/unit/test_cost_model.py) while the measurements stay in the bench. Every price carries its
+(tests/unit/bench/test_cost_model.py) while the measurements stay in the bench. Every price carries its
 source and the date it was read; ``basis`` says how sure it is: "published" (the vendor's page
 or a stored copy of it), "third-party" (a page quoting the vendor, dated), or "knowledge" (the
 price as we knew it at ``as_of``, not re-checked offline). No free tier is subtracted anywhere.

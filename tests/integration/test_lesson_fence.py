@@ -24,7 +24,7 @@ from opslake_local.drain import Drainer
 from opslake_local.loop import ANALYZER, CONSOLIDATOR
 from opslake_local.stack import LocalStack
 from tests.integration.conftest import local_stack
-from tests.unit.test_fence import MEASURED, SECOND_REVIEW
+from tests.unit.analysis.test_fence import MEASURED, SECOND_REVIEW
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

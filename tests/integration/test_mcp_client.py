@@ -291,7 +291,7 @@ def test_a_tool_whose_service_fails_is_an_error_result_and_its_record_is_not_sil
     record's size: every send fails, on the real handlers): over MCP the agent gets ``isError`` with
     POST /log's 503 message and body plus ``retry_after_s`` (its ``Retry-After``), as the REST call
     does; neither side's records reach the lake (the middleware logs each whole and counts
-    ObservationsLost: tests/unit/test_mcp_protocol.py asserts that part in process)."""
+    ObservationsLost: tests/unit/tools/test_mcp_protocol.py asserts that part in process)."""
     url, key, (stack, client, drainer) = api
     sqs = stack.client("sqs")
     queue_url = stack.queue_url("OpsQueue")

@@ -1,7 +1,7 @@
 """The agent simulator against the real local HTTP API: every task kind becomes op records, the
 planted mistakes come back as the tools' own errors, and served playbook entries that carry a
 specific fix change what the agents do (fewer /sql failures than the same seed without playbooks).
-Which entry fixes which mistake is tested in tests/unit/test_simulator_follow.py."""
+Which entry fixes which mistake is tested in tests/unit/local/test_simulator_follow.py."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ PROBE = """
 import importlib, json, pkgutil, sys
 sys.path.insert(0, sys.argv[1])
 import tests.unit
-names = sorted(m.name for m in pkgutil.iter_modules(tests.unit.__path__, "tests.unit."))
+names = sorted(m.name for m in pkgutil.walk_packages(tests.unit.__path__, "tests.unit.") if not m.ispkg)
 culprits = []
 for name in names:
     importlib.import_module(name)
@@ -54,6 +54,10 @@ def test_no_unit_module_imports_moto() -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
-    expected = sorted(f"tests.unit.{p.stem}" for p in UNIT.glob("*.py") if p.stem != "__init__")
+    expected = sorted(
+        "tests.unit." + ".".join(p.relative_to(UNIT).with_suffix("").parts)
+        for p in UNIT.rglob("*.py")
+        if p.stem != "__init__"
+    )
     assert found["imported"] == expected  # every module was checked, not an empty list
     assert found["moto_imported_by"] == [], "unit tests import no moto: move the test to tests/integration"

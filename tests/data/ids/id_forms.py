@@ -5,7 +5,7 @@ Issue 25: the redactor's entropy check took client ids for secrets (``call_`` + 
 the fix are measured on: :func:`ids` yields ``(form, id)`` pairs, :data:`PER_FORM` of each form in
 :data:`FORMS` (at least 10,000 in all), from one fixed seed; :func:`texts` puts each id in a log
 line, an error message or a JSON blob, the way agents report them. Shared by
-tests/unit/test_ids_kept.py (asserts: none rewritten) and bench/bench_ids.py (the rate per form,
+tests/unit/ingest/test_ids_kept.py (asserts: none rewritten) and bench/bench_ids.py (the rate per form,
 before and after, against any copy of the ``opslake`` package).
 
 The shapes follow each generator's or API's published form: OpenAI object ids (``call_``,

@@ -7,7 +7,7 @@ quoted names, paths, ids …) with placeholders, so that ``Column 'salry' cannot
 with :mod:`re` (:func:`normalize`), the jobs run them in the engine as nested ``regexp_replace``
 calls (:func:`normalize_sql`, Athena SQL; the embedded engine runs it on DuckDB through
 :func:`opslake.query.dialect.to_duckdb`). A failure's template and signature id are therefore the
-same whether Python or the engine computes them (tests/unit/test_masking.py checks Python against
+same whether Python or the engine computes them (tests/unit/analysis/test_masking.py checks Python against
 DuckDB on real texts; there is no Trino here, so the patterns keep to what the engines agree on).
 
 Trino's ``regexp_*`` functions use joni (Oniguruma-like, backtracking), DuckDB's use RE2, Python

@@ -1046,7 +1046,7 @@ def holds_credential_shape(text: str) -> bool:
     """Whether ``text`` holds a credential of a known shape: a provider token (gitleaks' rules), a
     private key, a JWT, an AWS key, a bearer or basic header, a URL password, an opslake API key."""
     if len(text) < SHORT_TEXT_CHARS and not (_SHORT_GATE.search(text) or _SECRET_WORD.search(text)):
-        return False  # no shape is shorter (tests/unit/test_redact_work.py checks the widths)
+        return False  # no shape is shorter (tests/unit/ingest/test_redact_work.py checks the widths)
     if _plain_uuid(text):
         return False
     if _shapes(text) != text or _meaning(text, only=_ID_SECRET_TERMS) != text:

@@ -12,7 +12,7 @@ the rows back. The window is scanned once per query; each group's lists come out
 ``n`` of each list), since Athena returns arrays as text.
 
 The same tallies over rows in memory are :func:`~.grouping.tally_successes` and
-:func:`~.grouping.tally_logs`; tests/unit/test_evidence_sql.py checks one against the other.
+:func:`~.grouping.tally_logs`; tests/unit/analysis/test_evidence_sql.py checks one against the other.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ versions opslake speaks, the error table and the envelopes, as plain dicts.
 
 Plain dicts and not the SDK's ``mcp_types`` models: importing those costs the Lambda's cold start
 ≈ 150-200 ms (hundreds of pydantic models built at import); the tests validate every answer with
-them instead (tests/unit/test_mcp_protocol.py).
+them instead (tests/unit/tools/test_mcp_protocol.py).
 """
 
 from __future__ import annotations
