@@ -44,6 +44,10 @@ class LlmState(BaseModel):
         default=0, description="failed calls in a row (the breaker opens at llm_breaker_failures)"
     )
     opened_at: UtcMs | None = Field(default=None, description="when the breaker last opened")
+    breaker_changed_at: UtcMs | None = Field(
+        default=None,
+        description="when the breaker last changed state (of two writers, the later change is kept)",
+    )
     recent_calls_failed: list[bool] = Field(
         default_factory=list, description="outcome of the most recent calls, oldest first (True = failed)"
     )
