@@ -327,12 +327,36 @@ def test_a_deployed_stack_without_a_key_exits_2_before_serving() -> None:
     assert "OPSLAKE_API_KEY" in result.stderr
 
 
-def test_ctrl_c_ends_the_server_while_stdin_stays_open() -> None:
+def _with_sigint(disposition: str) -> list[str]:
+    """A launcher that starts a command with SIGINT ``ignored`` (as a non-interactive shell starts
+    a background job: ``make test &``, a CI step, an agent host run that way; the command inherits
+    the ignoring) or at its ``default``: explicit either way, so a test does not depend on how
+    pytest itself was started."""
+    handler = "SIG_IGN" if disposition == "ignored" else "SIG_DFL"
+    return [
+        sys.executable,
+        "-c",
+        f"import os, signal, sys; signal.signal(signal.SIGINT, signal.{handler}); os.execv(sys.argv[1], sys.argv[1:])",
+    ]
+
+
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_ends_the_server_while_stdin_stays_open(inherited: str) -> None:
     """SIGINT (Ctrl-C in a terminal, or an agent host stopping its servers) with stdin still open:
     the SDK's stdin reader blocks in a worker thread that cancellation waits for, so the server
-    hung until stdin closed. It ends at once, quietly, without a traceback."""
+    hung until stdin closed. It ends at once, quietly, without a traceback; also when it was
+    started with SIGINT ignored (then asyncio installed no handler and SIGINT did nothing: the
+    test failed whenever pytest itself ran as a background job)."""
     process = subprocess.Popen(
-        [str(OPSLAKE), "mcp", "--url", f"http://127.0.0.1:{_closed_port()}", "--api-key", "k"],
+        [
+            *_with_sigint(inherited),
+            str(OPSLAKE),
+            "mcp",
+            "--url",
+            f"http://127.0.0.1:{_closed_port()}",
+            "--api-key",
+            "k",
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -363,3 +387,39 @@ def test_ctrl_c_ends_the_server_while_stdin_stays_open() -> None:
     assert code == 0, stderr[-2000:]
     assert "Traceback" not in stderr
     assert process.stdout.read() == ""
+
+
+def test_ctrl_c_while_the_server_is_starting_ends_it_too() -> None:
+    """SIGINT may come at any moment, not only once the server answers: sent while it is still
+    starting (the request unanswered), the process ends all the same, no answer cut short. (Not
+    with SIGINT inherited as ignored: one that comes before the process can undo that is lost.)"""
+    process = subprocess.Popen(
+        [
+            *_with_sigint("default"),
+            str(OPSLAKE),
+            "mcp",
+            "--url",
+            f"http://127.0.0.1:{_closed_port()}",
+            "--api-key",
+            "k",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + "\n")
+        process.stdin.flush()
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("opslake mcp did not end on a SIGINT sent while it was starting")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdin.close()
+    out = process.stdout.read()
+    assert out == "" or json.loads(out.splitlines()[0])["id"] == 1  # nothing, or a whole answer
