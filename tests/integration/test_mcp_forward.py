@@ -327,17 +327,23 @@ def test_a_deployed_stack_without_a_key_exits_2_before_serving() -> None:
     assert "OPSLAKE_API_KEY" in result.stderr
 
 
-def _with_sigint(disposition: str) -> list[str]:
-    """A launcher that starts a command with SIGINT ``ignored`` (as a non-interactive shell starts
-    a background job: ``make test &``, a CI step, an agent host run that way; the command inherits
-    the ignoring) or at its ``default``: explicit either way, so a test does not depend on how
-    pytest itself was started."""
-    handler = "SIG_IGN" if disposition == "ignored" else "SIG_DFL"
-    return [
-        sys.executable,
-        "-c",
-        f"import os, signal, sys; signal.signal(signal.SIGINT, signal.{handler}); os.execv(sys.argv[1], sys.argv[1:])",
-    ]
+def _spawn_mcp(sigint: str, **streams: Any) -> subprocess.Popen[str]:
+    """``opslake mcp`` started with SIGINT ``ignored`` (as a non-interactive shell starts a background
+    job: ``make test &``, a CI step, an agent host run that way; the ignoring is inherited) or at
+    its ``default``: explicit either way, from the first instant, so no test depends on how pytest
+    itself was started. The child inherits this process's disposition at the fork (a handler
+    becomes the default at exec), so it is set here around the spawn only."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if sigint == "ignored" else signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            [str(OPSLAKE), "mcp", "--url", f"http://127.0.0.1:{_closed_port()}", "--api-key", "k"],
+            stdin=subprocess.PIPE,
+            text=True,
+            **streams,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize("inherited", ["default", "ignored"])
@@ -347,21 +353,7 @@ def test_ctrl_c_ends_the_server_while_stdin_stays_open(inherited: str) -> None:
     hung until stdin closed. It ends at once, quietly, without a traceback; also when it was
     started with SIGINT ignored (then asyncio installed no handler and SIGINT did nothing: the
     test failed whenever pytest itself ran as a background job)."""
-    process = subprocess.Popen(
-        [
-            *_with_sigint(inherited),
-            str(OPSLAKE),
-            "mcp",
-            "--url",
-            f"http://127.0.0.1:{_closed_port()}",
-            "--api-key",
-            "k",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = _spawn_mcp(inherited, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     try:
         params = {
@@ -393,21 +385,7 @@ def test_ctrl_c_while_the_server_is_starting_ends_it_too() -> None:
     """SIGINT may come at any moment, not only once the server answers: sent while it is still
     starting (the request unanswered), the process ends all the same, no answer cut short. (Not
     with SIGINT inherited as ignored: one that comes before the process can undo that is lost.)"""
-    process = subprocess.Popen(
-        [
-            *_with_sigint("default"),
-            str(OPSLAKE),
-            "mcp",
-            "--url",
-            f"http://127.0.0.1:{_closed_port()}",
-            "--api-key",
-            "k",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    process = _spawn_mcp("default", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert process.stdin is not None and process.stdout is not None
     try:
         process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + "\n")

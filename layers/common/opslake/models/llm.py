@@ -1,7 +1,8 @@
 """The analyzer's LLM state object (``s3://<lake>/state/llm.json``), read by ``GET /model``.
 
-The analyzer rewrites it after each run: its circuit breaker, how often calls failed recently and
-how many tokens went in and out over the last 24 hours. It never holds the API key.
+The analyzer and the consolidator merge their runs into it (:mod:`opslake.llm.ledger`: conditional
+writes, so neither loses the other's update): the circuit breaker, how often calls failed recently
+and how many tokens went in and out over the last 24 hours. It never holds the API key.
 
 ``GET /model`` reads only the first six fields; the rest is the LLM client's bookkeeping
 (:mod:`opslake.llm`), all with defaults so that an older object still loads.
