@@ -30,6 +30,7 @@ from opslake.llm import (
     fetch_api_key,
 )
 from opslake.llm.keys import provider
+from opslake.llm.ledger import LlmChanges
 from opslake.models.analysis import DiagnosisAnswer
 from opslake.models.llm import LlmState
 from tests.conftest import api_event
@@ -422,7 +423,7 @@ def test_a_missing_or_invalid_state_object_starts_closed(aws: Aws, clock: Clock)
 def test_a_failed_save_raises_a_clear_error(aws: Aws, clock: Clock) -> None:
     store = LlmStateStore(aws.s3, "no-such-bucket", STATE_KEY)
     with pytest.raises(LlmStateError, match=r"s3://no-such-bucket/state/llm\.json"):
-        store.save(LlmState.fresh(datetime.fromtimestamp(clock.now, UTC)))
+        store.update(LlmChanges(), now=datetime.fromtimestamp(clock.now, UTC))
 
 
 def test_the_saved_state_is_what_get_model_reads(

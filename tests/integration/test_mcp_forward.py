@@ -327,17 +327,33 @@ def test_a_deployed_stack_without_a_key_exits_2_before_serving() -> None:
     assert "OPSLAKE_API_KEY" in result.stderr
 
 
-def test_ctrl_c_ends_the_server_while_stdin_stays_open() -> None:
+def _spawn_mcp(sigint: str, **streams: Any) -> subprocess.Popen[str]:
+    """``opslake mcp`` started with SIGINT ``ignored`` (as a non-interactive shell starts a background
+    job: ``make test &``, a CI step, an agent host run that way; the ignoring is inherited) or at
+    its ``default``: explicit either way, from the first instant, so no test depends on how pytest
+    itself was started. The child inherits this process's disposition at the fork (a handler
+    becomes the default at exec), so it is set here around the spawn only."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if sigint == "ignored" else signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            [str(OPSLAKE), "mcp", "--url", f"http://127.0.0.1:{_closed_port()}", "--api-key", "k"],
+            stdin=subprocess.PIPE,
+            text=True,
+            **streams,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_ends_the_server_while_stdin_stays_open(inherited: str) -> None:
     """SIGINT (Ctrl-C in a terminal, or an agent host stopping its servers) with stdin still open:
     the SDK's stdin reader blocks in a worker thread that cancellation waits for, so the server
-    hung until stdin closed. It ends at once, quietly, without a traceback."""
-    process = subprocess.Popen(
-        [str(OPSLAKE), "mcp", "--url", f"http://127.0.0.1:{_closed_port()}", "--api-key", "k"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    hung until stdin closed. It ends at once, quietly, without a traceback; also when it was
+    started with SIGINT ignored (then asyncio installed no handler and SIGINT did nothing: the
+    test failed whenever pytest itself ran as a background job)."""
+    process = _spawn_mcp(inherited, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     try:
         params = {
@@ -363,3 +379,25 @@ def test_ctrl_c_ends_the_server_while_stdin_stays_open() -> None:
     assert code == 0, stderr[-2000:]
     assert "Traceback" not in stderr
     assert process.stdout.read() == ""
+
+
+def test_ctrl_c_while_the_server_is_starting_ends_it_too() -> None:
+    """SIGINT may come at any moment, not only once the server answers: sent while it is still
+    starting (the request unanswered), the process ends all the same, no answer cut short. (Not
+    with SIGINT inherited as ignored: one that comes before the process can undo that is lost.)"""
+    process = _spawn_mcp("default", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + "\n")
+        process.stdin.flush()
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("opslake mcp did not end on a SIGINT sent while it was starting")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdin.close()
+    out = process.stdout.read()
+    assert out == "" or json.loads(out.splitlines()[0])["id"] == 1  # nothing, or a whole answer

@@ -61,16 +61,35 @@ def resolve_target(
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve MCP over stdio, forwarding to the stack, until the client closes stdin."""
+    """Serve MCP over stdio, forwarding to the stack, until the client closes stdin (or SIGINT)."""
     resolve, hint, where = resolve_target(args)
     # stdout is the protocol's: everything else (the SDK's logs, ours) goes to stderr
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING)
-    from opslake_local.mcp_forward import StackForwarder
-    from opslake_local.mcp_stdio import serve
+    try:
+        interruptible()
+        from opslake_local.mcp_forward import StackForwarder
+        from opslake_local.mcp_stdio import serve
 
-    logging.getLogger("opslake.mcp").info("forwarding MCP over stdio to %s", where)
-    serve(StackForwarder(resolve, hint, timeout_s=args.timeout))
+        logging.getLogger("opslake.mcp").info("forwarding MCP over stdio to %s", where)
+        serve(StackForwarder(resolve, hint, timeout_s=args.timeout))
+    except KeyboardInterrupt:  # SIGINT while the SDK was still loading: as quiet as when serving
+        pass
     return 0
+
+
+def interruptible() -> None:
+    """Make SIGINT end the server even when the process started with SIGINT ignored.
+
+    A non-interactive shell starts background jobs that way (``make test &``, CI steps, an agent
+    host launched so), and the ignoring is inherited: Python then installs no KeyboardInterrupt
+    handler, asyncio none of its own, and an agent host's SIGINT did nothing (the server ran until
+    stdin closed). Done before the SDK's import (about a second), so no SIGINT is missed then."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()  # not so when a test calls main()
+    if main and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def add_mcp(commands: Commands) -> None:

@@ -4,6 +4,8 @@ closed → open after ``failure_threshold`` consecutive failed calls; open → h
 ``cooldown_s`` has passed, which lets exactly one trial call through; the trial's success closes
 the circuit, its failure opens it again for another cooldown. Time is epoch seconds from
 ``clock`` so the state can be saved (``opened_at``) and restored by the next scheduled run.
+``changed_at`` is when the state last changed: when two writers' breakers disagree, the state
+saved is the one that changed last (:func:`opslake.llm.ledger.merge_state`).
 :func:`counts_against_breaker` says which ended calls are failures.
 """
 
@@ -40,6 +42,7 @@ class CircuitBreaker:
         state: CircuitState = "closed",
         consecutive_failures: int = 0,
         opened_at: float | None = None,
+        changed_at: float | None = None,
     ) -> None:
         if failure_threshold < 1:
             raise ValueError("failure_threshold must be at least 1")
@@ -51,6 +54,11 @@ class CircuitBreaker:
         self.opened_at = opened_at
         if self._state == "open" and self.opened_at is None:
             self.opened_at = clock()  # an open state without a time: wait a full cooldown from now
+        # A state saved before changes were timed: an open one changed when it opened; a closed one
+        # at no known time (any timed change by another writer is later).
+        self.changed_at = (
+            changed_at if changed_at is not None else (None if state == "closed" else self.opened_at)
+        )
         self._trial_in_flight = False
 
     @classmethod
@@ -70,6 +78,7 @@ class CircuitBreaker:
             state=saved.circuit_breaker,
             consecutive_failures=saved.consecutive_failures,
             opened_at=saved.opened_at.timestamp() if saved.opened_at else None,
+            changed_at=saved.breaker_changed_at.timestamp() if saved.breaker_changed_at else None,
         )
 
     @property
@@ -84,7 +93,7 @@ class CircuitBreaker:
         if self._state == "open":
             if not self._cooldown_over():
                 return False
-            self._state = "half_open"
+            self._move("half_open")
         if self._state == "half_open":
             if self._trial_in_flight:
                 return False
@@ -98,7 +107,7 @@ class CircuitBreaker:
         return max(0.0, self.opened_at + self.cooldown_s - self._clock())
 
     def record_success(self) -> None:
-        self._state = "closed"
+        self._move("closed")
         self.consecutive_failures = 0
         self.opened_at = None
         self._trial_in_flight = False
@@ -106,13 +115,19 @@ class CircuitBreaker:
     def record_failure(self) -> None:
         self.consecutive_failures += 1
         if self._state == "half_open" or self.consecutive_failures >= self.failure_threshold:
-            self._state = "open"
+            self._move("open")
             self.opened_at = self._clock()
         self._trial_in_flight = False
 
     def release(self) -> None:
         """Give back a half-open trial that never reached the endpoint (e.g. the key was unreadable)."""
         self._trial_in_flight = False
+
+    def _move(self, state: CircuitState) -> None:
+        """Change state, noting when."""
+        if state != self._state:
+            self.changed_at = self._clock()
+        self._state = state
 
     def _cooldown_over(self) -> bool:
         return self.opened_at is None or self._clock() - self.opened_at >= self.cooldown_s

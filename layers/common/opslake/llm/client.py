@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from opslake.llm.breaker import CircuitBreaker, counts_against_breaker
 from opslake.llm.errors import LlmError, LlmUnavailableError
-from opslake.llm.ledger import LlmStateStore, UsageLedger, clip_error
+from opslake.llm.ledger import BreakerView, LlmChanges, LlmStateStore, UsageLedger, clip_error, merge_state
 from opslake.llm.retry import AttemptFailed, RetryPolicy
 from opslake.llm.transport import ChatTransport, Reply, request_body, request_headers
 from opslake.models.llm import LlmState
@@ -138,7 +138,10 @@ class LlmClient:
         self._monotonic = monotonic
         self.calls: list[LlmCall] = []
         self._breaker: CircuitBreaker | None = None
-        self._ledger = UsageLedger()
+        # The state as read, and what this client changed since (all it writes: see ledger.py).
+        self._base: LlmState | None = None
+        self._spent = UsageLedger()
+        self._outcomes: list[bool] = []
         self._last_error: str | None = None
 
     @classmethod
@@ -180,41 +183,58 @@ class LlmClient:
                 saved = self._store.load(now=self._now(), model=self.config.model)
             else:
                 saved = LlmState.fresh(self._now(), self.config.model)
-            self._breaker = CircuitBreaker.from_state(
-                saved,
-                failure_threshold=self.config.breaker_failures,
-                cooldown_s=self.config.breaker_cooldown_s,
-                clock=self._clock,
-            )
-            self._ledger = UsageLedger.from_state(saved)
-            self._last_error = saved.last_error
+            self._rebase(saved)
+        assert self._breaker is not None
         return self._breaker
 
-    def state(self) -> LlmState:
-        """The state as of now (what :meth:`save_state` writes)."""
+    def _rebase(self, saved: LlmState) -> None:
+        """Start from ``saved``: its breaker, and no change of this client's yet."""
+        self._base = saved
+        self._breaker = CircuitBreaker.from_state(
+            saved,
+            failure_threshold=self.config.breaker_failures,
+            cooldown_s=self.config.breaker_cooldown_s,
+            clock=self._clock,
+        )
+        self._spent, self._outcomes, self._last_error = UsageLedger(), [], None
+
+    def changes(self) -> LlmChanges:
+        """What this client changed since it read the state (what :meth:`save_state` merges in)."""
         breaker = self.breaker
-        now = self._now()
-        tokens_in, tokens_out = self._ledger.tokens_24h(now)
-        return LlmState(
-            circuit_breaker=breaker.state,
-            recent_error_rate=self._ledger.error_rate,
-            tokens_in_24h=tokens_in,
-            tokens_out_24h=tokens_out,
-            updated_at=now,
-            model=self.config.model,
-            consecutive_failures=breaker.consecutive_failures,
-            opened_at=datetime.fromtimestamp(breaker.opened_at, UTC) if breaker.opened_at else None,
-            recent_calls_failed=self._ledger.recent_failed,
-            token_buckets=self._ledger.buckets(now),
+        assert self._base is not None
+        view = None
+        # A client that made no call has no news of the endpoint, unless its breaker's cooldown
+        # ran out (open reads half_open): then its view is as new as the one it read.
+        if self._outcomes or breaker.state != self._base.circuit_breaker:
+            view = BreakerView(
+                state=breaker.state,
+                consecutive_failures=breaker.consecutive_failures,
+                opened_at=_instant(breaker.opened_at),
+                changed_at=_instant(breaker.changed_at),
+            )
+        return LlmChanges(
+            tokens=self._spent.buckets(self._now()),
+            outcomes=list(self._outcomes),
             last_error=self._last_error,
+            breaker=view,
         )
 
+    def state(self) -> LlmState:
+        """The state as of now: the one read with this client's changes merged in."""
+        changes = self.changes()
+        assert self._base is not None
+        return merge_state(self._base, changes, now=self._now(), model=self.config.model)
+
     def save_state(self) -> LlmState:
-        """Write the state to the lake (raises LlmStateError when S3 refuses) and return it."""
-        current = self.state()
-        if self._store is not None:
-            self._store.save(current)
-        return current
+        """Merge this client's changes into the stored state (conditionally: no other writer's update
+        is lost) and return what was written; raises LlmStateError when it could not be saved. The
+        client then goes on from the merged state (another writer's newer breaker included)."""
+        if self._store is None:
+            return self.state()
+        self.breaker  # noqa: B018 - restores the state first when nothing has yet
+        written = self._store.update(self.changes(), now=self._now(), model=self.config.model)
+        self._rebase(written)
+        return written
 
     # ---- calls ---------------------------------------------------------------------------------
     def complete_json(
@@ -296,7 +316,7 @@ class LlmClient:
             attempt=attempt,
             error=None if error is None else clip_error(error.message),
         )
-        self._ledger.add_tokens(started_at, *usage)
+        self._spent.add_tokens(started_at, *usage)
         self.calls.append(call)
         if self._on_call is not None:
             self._on_call(call)
@@ -307,7 +327,7 @@ class LlmClient:
             self.breaker.record_failure()
         else:
             self.breaker.record_success()
-        self._ledger.add_outcome(error is not None)
+        self._outcomes.append(error is not None)
         if error is not None:
             self._last_error = clip_error(error.message)
 
@@ -325,6 +345,10 @@ class LlmClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _instant(epoch_s: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch_s, UTC) if epoch_s is not None else None
 
 
 def _default_s3() -> Any:

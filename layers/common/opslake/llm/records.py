@@ -43,8 +43,9 @@ def llm_call_op(call: LlmCall, *, agent_id: str, purpose: str) -> QueuedOp:
 def settle_llm_calls(llm: LlmClient | None, queue: OpsQueue | None, *, agent_id: str, purpose: str) -> int:
     """End a run's use of the model: its calls become op records on the queue and the breaker and
     usage state is saved. Neither failure undoes the run's work: a lost record is counted
-    (metric ``LlmOpsLost``) and logged, a state that cannot be saved is logged (the next run
-    starts from the older one). Returns the number of calls made."""
+    (metric ``LlmOpsLost``) and logged, a state that cannot be saved is counted (metric
+    ``LlmStateNotSaved``) and logged (the next run starts from the older one, this run's tokens
+    and breaker lost). Returns the number of calls made."""
     if llm is None:
         return 0
     calls, llm.calls = list(llm.calls), []
@@ -58,5 +59,6 @@ def settle_llm_calls(llm: LlmClient | None, queue: OpsQueue | None, *, agent_id:
     try:
         llm.save_state()
     except Exception as exc:
+        metrics.add_metric(name="LlmStateNotSaved", unit="Count", value=1)
         logger.error("LLM state could not be saved", error=str(exc)[:300])
     return len(calls)

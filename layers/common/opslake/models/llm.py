@@ -1,7 +1,8 @@
 """The analyzer's LLM state object (``s3://<lake>/state/llm.json``), read by ``GET /model``.
 
-The analyzer rewrites it after each run: its circuit breaker, how often calls failed recently and
-how many tokens went in and out over the last 24 hours. It never holds the API key.
+The analyzer and the consolidator merge their runs into it (:mod:`opslake.llm.ledger`: conditional
+writes, so neither loses the other's update): the circuit breaker, how often calls failed recently
+and how many tokens went in and out over the last 24 hours. It never holds the API key.
 
 ``GET /model`` reads only the first six fields; the rest is the LLM client's bookkeeping
 (:mod:`opslake.llm`), all with defaults so that an older object still loads.
@@ -44,6 +45,10 @@ class LlmState(BaseModel):
         default=0, description="failed calls in a row (the breaker opens at llm_breaker_failures)"
     )
     opened_at: UtcMs | None = Field(default=None, description="when the breaker last opened")
+    breaker_changed_at: UtcMs | None = Field(
+        default=None,
+        description="when the breaker last changed state (of two writers, the later change is kept)",
+    )
     recent_calls_failed: list[bool] = Field(
         default_factory=list, description="outcome of the most recent calls, oldest first (True = failed)"
     )
