@@ -311,7 +311,9 @@ def test_every_function_has_errors_and_throttles_alarms(
         assert set(named) == set(functions), f"{metric}: functions without an alarm"
 
 
-@pytest.mark.parametrize("metric", ["RecordsFailed", "ObservationsLost", "LlmOpsLost", "LlmStateNotSaved", "CompactionFailed"])
+@pytest.mark.parametrize(
+    "metric", ["RecordsFailed", "ObservationsLost", "LlmOpsLost", "LlmStateNotSaved", "CompactionFailed"]
+)
 def test_each_lost_or_failed_record_alarms(sam_template: Template, emitted: Emitted, metric: str) -> None:
     assert metric in emitted.names  # the issue names these; the code must still emit them
     (props,) = find_alarms(sam_template, emitted.namespace, metric).values()

@@ -29,7 +29,7 @@ LANGGRAPH_TRACEBACK = (
     "ValueError: order A1 has already shipped and cannot be cancelled\n"
     "During task with name 'tools' and id 'b8717929-707a-7b17-3b35-a02ce2455677'\n"
 )
-CLEAN = "ValueError: order A1 has already shipped and cannot be cancelled"
+CLEAN = "order A1 has already shipped and cannot be cancelled"
 
 
 def exception_event(made: Span, kind: str, message: str, stacktrace: str = "") -> None:

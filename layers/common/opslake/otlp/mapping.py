@@ -11,7 +11,8 @@ legacy names are both read (``gen_ai.input.messages`` and the deprecated ``gen_a
 content a framework sends as span events instead (Strands) fills what the attributes leave empty.
 One agent run is one ``agent:<name>`` op: agent spans nested in a run (LangGraph's graph nodes) and
 spans that only wrap named agents (the OpenAI Agents SDK's workflow) are not runs. A failure's error
-is the exception's ``<type>: <message>``, never a traceback (LangChain puts one in the status).
+is the exception's message and its type the error_type, never a traceback (LangChain puts one in
+the status).
 Values are claims like every field of ``POST /events``: ``gen_ai.agent.id`` is who the span says
 ran it, not who sent it (the API key says that). A span's status is one of them: a tool span whose
 result is an error (``{"error": …}``, MCP's ``isError``, "Error: …") is a failed op, marked as
@@ -269,10 +270,9 @@ def _exception_line(traceback: str) -> str | None:
 
 
 def error_of(span: Span, attributes: Mapping[str, Any], failed: bool) -> tuple[str | None, str | None]:
-    """(error, error_type): the last exception event as ``<type>: <message>`` (the same words
-    whichever framework recorded it); else the status description; else, when the description is a
-    traceback, its exception line. The type is ``error.type`` or that exception's (a failed span
-    with neither gets ``span_error``).
+    """(error, error_type): the last exception event's message; else the status description,
+    unless it is a traceback; else the message of the traceback's exception line. The type is
+    ``error.type`` or that exception's (a failed span with neither gets ``span_error``).
 
     A description holding a traceback (LangGraph's tool failures) is never stored: it is a stack
     dump with local file paths and code, and the exception event says the same in one line."""
@@ -286,16 +286,15 @@ def error_of(span: Span, attributes: Mapping[str, Any], failed: bool) -> tuple[s
         as_text(exception.get(EXCEPTION_TYPE)),
         as_text(exception.get(EXCEPTION_MESSAGE)),
     )
-    raised = (
-        f"{exception_type}: {exception_message}"
-        if exception_type and exception_message
-        else exception_message
-    )
-    error = raised or (None if traceback else as_text(description))
+    # The message is the error and the type its error_type, however a framework spelled the two
+    # (the OTel SDK writes "<Type>: <message>" into the status, Strands the message alone, LangGraph
+    # a traceback): the same failure reads the same, and as a runtime's POST /events would send it.
+    error = exception_message or (None if traceback else as_text(description))
     if error is None and traceback:
-        error = as_text(_exception_line(description))
-        named = _EXCEPTION_TYPE.match(error or "")
+        line = as_text(_exception_line(description)) or ""
+        named = _EXCEPTION_TYPE.match(line)
         exception_type = exception_type or (named.group(1) if named else None)
+        error = as_text(line[named.end() :].strip() if named and line[named.end() :].strip() else line)
     error_type = as_text(attributes.get(ERROR_TYPE)) or exception_type
     if failed:
         return error or "the span's status is ERROR", error_type or FAILED_SPAN_ERROR_TYPE
