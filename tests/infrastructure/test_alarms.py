@@ -18,7 +18,10 @@ import dataclasses
 import importlib
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -29,6 +32,9 @@ import pytest
 pytestmark = pytest.mark.infrastructure
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The service dimension's value as the alarms write it: the stack's name, which template.yaml
+#: gives every function as POWERTOOLS_SERVICE_NAME (two stacks in one account keep apart metrics).
+SERVICE_IN_TEMPLATE = {"Ref": "AWS::StackName"}
 #: Where the service's code lives (the local stack and the SDK emit no CloudWatch metrics).
 CODE_DIRS = ("layers/common/opslake", "functions")
 
@@ -144,7 +150,11 @@ def emitted() -> Emitted:
         metrics.clear_metrics()
     (directive,) = blob["_aws"]["CloudWatchMetrics"]
     (dimension_set,) = directive["Dimensions"]
-    return Emitted(frozenset(names), directive["Namespace"], {d: blob[d] for d in dimension_set})
+    dimensions = {d: blob[d] for d in dimension_set}
+    # The service dimension is POWERTOOLS_SERVICE_NAME, which this test process sets and a stack's
+    # functions take from template.yaml (the stack's name: test_the_service_dimension_is_the_stacks)
+    assert dimensions == {"service": os.environ["POWERTOOLS_SERVICE_NAME"]}
+    return Emitted(frozenset(names), directive["Namespace"], {"service": SERVICE_IN_TEMPLATE})
 
 
 # ---- what the template reads ------------------------------------------------------------------
@@ -424,7 +434,7 @@ def substituted(body: str, template: Template) -> Any:
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
         if name.startswith("AWS::"):
-            return "pseudo"
+            return f"<{name}>"  # read back as {"Ref": name} by dashboard_problems
         if name in params:
             return str(params[name]["Default"]) if params[name]["Type"] == "Number" else "param"
         assert name.split(".")[0] in template["Resources"], f"${{{name}}} names nothing"
@@ -432,6 +442,14 @@ def substituted(body: str, template: Template) -> Any:
 
     assert "${!" not in body
     return json.loads(re.sub(r"\$\{([^}]+)\}", value, body))
+
+
+def _as_template(dimensions: dict[str, Any]) -> dict[str, Any]:
+    """A substituted pseudo parameter ("<AWS::StackName>") as the alarms write it ({"Ref": …})."""
+    return {
+        key: {"Ref": value[1:-1]} if isinstance(value, str) and re.fullmatch(r"<AWS::\w+>", value) else value
+        for key, value in dimensions.items()
+    }
 
 
 def dashboard_problems(body: Any, emitted: Emitted) -> list[str]:
@@ -450,14 +468,14 @@ def dashboard_problems(body: Any, emitted: Emitted) -> list[str]:
                 namespace, name = found.groups()
                 dims = dict(re.findall(r"(\w+)=\"([^\"]*)\"", row["expression"]))
                 dims.pop("MetricName")
-                problem = metric_problem(namespace, name, dims, emitted)
+                problem = metric_problem(namespace, name, _as_template(dims), emitted)
             else:
                 parts = [p for p in row if not isinstance(p, dict)]
                 parts = [previous[i] if p == "." else p for i, p in enumerate(parts)]  # "." repeats
                 previous = parts
                 namespace, name, rest = parts[0], parts[1], parts[2:]
                 problem = metric_problem(
-                    namespace, name, dict(zip(rest[::2], rest[1::2], strict=True)), emitted
+                    namespace, name, _as_template(dict(zip(rest[::2], rest[1::2], strict=True))), emitted
                 )
             if problem:
                 problems.append(f"{props['title']}: {problem}")
@@ -518,3 +536,19 @@ def test_the_operations_page_explains_every_alarm(sam_template: Template, functi
         function, _, kind = suffix.partition("-")
         row = f"`<Function>-{kind}`" if function in functions else f"`{suffix}`"
         assert f"| {row}" in page, f"{logical_id}: docs/operations/alarms.md has no row for {row}"
+
+
+def test_the_service_dimension_is_the_stacks(functions: dict[str, dict[str, Any]]) -> None:
+    """Every function runs with POWERTOOLS_SERVICE_NAME = the stack's name, and the code's metrics
+    carry exactly that as their service dimension (so a second stack's metrics are not this one's)."""
+    for name, function in functions.items():
+        assert function["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == SERVICE_IN_TEMPLATE, name
+    probe = (
+        "from opslake.observability import metrics\n"
+        "metrics.add_metric(name='Probe', unit='Count', value=1)\n"
+        "print(metrics.serialize_metric_set()['service'])"
+    )
+    env = {**os.environ, "POWERTOOLS_SERVICE_NAME": "opslake-staging"}
+    run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "opslake-staging"

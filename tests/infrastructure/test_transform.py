@@ -68,7 +68,7 @@ def test_functions_run_python312_with_tracing_and_shared_environment(transformed
         assert env["OPSLAKE_LAKE_BUCKET"] == {"Ref": "LakeBucket"}, name
         assert env["OPSLAKE_GLUE_DATABASE"] == {"Ref": "GlueDatabase"}, name
         assert env["OPSLAKE_OPS_TABLE"] == "ops", name
-        assert env["POWERTOOLS_SERVICE_NAME"] == "opslake", name
+        assert env["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}, name  # the metrics' service
 
 
 def test_pyarrow_layer_only_on_the_writer_and_the_scheduled_jobs(transformed: dict[str, Any]) -> None:
