@@ -367,8 +367,17 @@ def template_facts(template: Any) -> dict[str, Any]:
         access_log = (resource.get("Properties", {}).get("AccessLogSetting") or {}).get(
             "Format", ""
         ) or access_log
+    alarms = template.of_type("AWS::CloudWatch::Alarm").values()
     return {
         "functions": functions,
+        # an alarm is billed per metric it reads: one, or each MetricStat of its metric math
+        "alarm_metrics": sum(
+            1
+            if "MetricName" in a["Properties"]
+            else sum("MetricStat" in q for q in a["Properties"]["Metrics"])
+            for a in alarms
+        ),
+        "dashboards": len(template.of_type("AWS::CloudWatch::Dashboard")),
         "architecture": (globals_.get("Architectures") or ["x86_64"])[0],
         "schedules_per_day": schedules,
         "tracing": tracing,
@@ -637,6 +646,8 @@ def model_inputs(measured: dict[str, Any], rate: float) -> dict[str, Any]:
         "stored_bytes_per_op_day": ASSUMED["lake_days"] * compacted_bpo
         + ASSUMED["noncurrent_days"] * writer_bpo,
         "custom_metrics": len(metrics),
+        "alarm_metrics": facts["alarm_metrics"],
+        "dashboards": facts["dashboards"],
         "kms_requests_per_op": 0.0 if not facts["kms"] else 1.0 / batch_ops,
         # model calls: a day whose failure modes are all new, each diagnosed once (the planted
         # day's 40); the number of modes, not of ops, sets it
@@ -744,6 +755,10 @@ def main() -> None:
         return
     if args.measured:
         measured = json.loads(args.measured.read_text())["measured"]
+        # the template's facts as they are now (a re-price follows template.yaml's alarms, memory, …)
+        from opslake_local.template import Template, find_template
+
+        measured["ingest"]["template"] = template_facts(Template(find_template(ROOT)))
     else:
         started = time.perf_counter()
         rates = [str(r) for r in args.rates]

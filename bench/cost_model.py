@@ -116,6 +116,20 @@ PRICES: dict[str, dict[str, Any]] = {
         "as_of": "2025-06",
         "basis": "knowledge",
     },
+    "alarm_metric_month": {
+        "price": 0.10,
+        "unit": "standard-resolution alarm metric-month",
+        "source": AWS_SOURCE.format("cloudwatch"),
+        "as_of": "2025-06",
+        "basis": "knowledge",
+    },
+    "dashboard_month": {
+        "price": 3.00,
+        "unit": "dashboard-month (beyond the account's first 3)",
+        "source": AWS_SOURCE.format("cloudwatch"),
+        "as_of": "2025-06",
+        "basis": "knowledge",
+    },
     "custom_metric_month": {
         "price": 0.30,
         "unit": "metric-month (first 10k metrics)",
@@ -328,6 +342,11 @@ def daily_cost(
         "CloudWatch Logs": log_gb * price(prices, "logs_ingest_gb")
         + log_gb * m["log_retention_days"] / DAYS_PER_MONTH * price(prices, "logs_storage_gb_month"),
         "CloudWatch metrics": m["custom_metrics"] * price(prices, "custom_metric_month") / DAYS_PER_MONTH,
+        "CloudWatch alarms, dashboard": (
+            m.get("alarm_metrics", 0) * price(prices, "alarm_metric_month")
+            + m.get("dashboards", 0) * price(prices, "dashboard_month")
+        )
+        / DAYS_PER_MONTH,
         "X-Ray": (traced if m["tracing"] else 0.0) * price(prices, "xray_trace"),
         "KMS": m["kms_requests_per_op"] * ops_day * price(prices, "kms_request"),
         "LLM (diagnoses)": llm,

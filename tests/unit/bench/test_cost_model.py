@@ -69,6 +69,8 @@ def inputs(**changes: Any) -> dict[str, Any]:
         },
         "stored_bytes_per_op_day": 100,
         "custom_metrics": 10,
+        "alarm_metrics": 48,
+        "dashboards": 1,
         "kms_requests_per_op": 0.0,
         "llm_calls_per_day": 100,
         "llm_input_tokens_per_call": 1000,
@@ -171,3 +173,14 @@ def test_every_price_says_where_it_came_from_and_when() -> None:
         assert entry["source"].startswith("https://"), name
         assert entry["as_of"][:4].isdigit(), name
         assert entry["basis"], name
+
+
+def test_alarms_bill_each_metric_they_read_and_the_dashboard_a_flat_month_whatever_the_rate() -> None:
+    line = "CloudWatch alarms, dashboard"
+    low, high = cm.daily_cost(10, inputs(), cm.PRICES), cm.daily_cost(1000, inputs(), cm.PRICES)
+    month = 48 * cm.PRICES["alarm_metric_month"]["price"] + cm.PRICES["dashboard_month"]["price"]
+    assert low[line] == pytest.approx(month / cm.DAYS_PER_MONTH) == pytest.approx(high[line])
+    fewer = cm.daily_cost(10, inputs(alarm_metrics=47, dashboards=0), cm.PRICES)
+    assert low[line] - fewer[line] == pytest.approx(
+        (cm.PRICES["alarm_metric_month"]["price"] + cm.PRICES["dashboard_month"]["price"]) / cm.DAYS_PER_MONTH
+    )
