@@ -191,7 +191,6 @@ WRAPPED = {
     "base64 basic auth": _b64("admin:S3cr3tP4ssw0rd!"),
     "url-encoded token=": "token%3D" + _KNOWN["stripe"],
     "url-encoded Password=": "Password%3Dhunter2",
-    "9 joints then a token": "a-b-c-d-e-f-g-h-i-j-" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5xYzW",
 }
 KEYED_IN_IDS = {
     "pass=": "job-7:pass=hunter2",
@@ -219,6 +218,12 @@ TEXT_IN_IDS = {
     "redis empty user": "redis://:Zq8Kp3LmN7vXb2Rt@cache:6379/0",
 }
 CREDENTIALS_IN_IDS = {**WRAPPED, **KEYED_IN_IDS, **TEXT_IN_IDS}
+# Past the first joints an id's last one is looked at too (in text the name and the token read as one
+# dashed word, as they did before ids were kept).
+AFTER_A_LONG_NAME = {
+    "40 characters after 150": "x" * 150 + "-aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5xYzW",
+    "40 characters after 9 joints": "a-b-c-d-e-f-g-h-i-j-" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5xYzW",
+}
 # Ids that look a little like the above and are ids: a secret word going on into a name, a node id
 # wrapping "04:User583231", a short Relay id, a URL-encoded S3 key, a base64-padded session id.
 LOOKALIKE_IDS = [
@@ -234,18 +239,20 @@ LOOKALIKE_IDS = [
     "q1VZn3hL8kPz0aXcYw2RtA==",
     "sid=8f14e45fceea167a5a36dedd4bea2543",
     "tenant=acme;run=42",
+    "x" * 199,
+    "run-" + "x" * 170 + "-7",
 ]
 
 
-@pytest.mark.parametrize("name", CREDENTIALS_IN_IDS)
+@pytest.mark.parametrize("name", [*CREDENTIALS_IN_IDS, *AFTER_A_LONG_NAME])
 def test_a_wrapped_or_keyed_credential_is_caught_as_an_id(name: str) -> None:
-    value = CREDENTIALS_IN_IDS[name]
+    value = {**CREDENTIALS_IN_IDS, **AFTER_A_LONG_NAME}[name]
     assert redact_identifier(value).startswith("redacted-")
 
 
-@pytest.mark.parametrize("name", CREDENTIALS_IN_IDS)
+@pytest.mark.parametrize("name", [*CREDENTIALS_IN_IDS, *AFTER_A_LONG_NAME])
 def test_a_wrapped_or_keyed_credential_is_caught_under_an_id_named_attribute_key(name: str) -> None:
-    value = CREDENTIALS_IN_IDS[name]
+    value = {**CREDENTIALS_IN_IDS, **AFTER_A_LONG_NAME}[name]
     for key in ("upload_id", "gen_ai.tool.call.id", "request_uuid"):
         stored = redact_attribute(key, value)
         assert stored != value and "hunter2" not in stored and "Zq8Kp3LmN7vXb2Rt" not in stored, key

@@ -1091,9 +1091,11 @@ def _holds_credential_shape(text: str, depth: int) -> bool:
     # token (Azure's "…Q~…") is looked for after each joint too: what follows each of the first few
     # joints and the last one (a token's length of it), one per line, in a single pass. A NUL
     # between them keeps a rule from reading across two (no rule's character class holds one).
-    joints = list(islice(_ID_JOINT.finditer(text, 0, MAX_ID_JOINTS_CHARS), MAX_ID_JOINTS))
-    last = max(map(text.rfind, _ID_JOINT_CHARS))
-    starts = sorted({m.end() for m in joints} | ({last + 1} if last >= 0 else set()))
+    starts = [m.end() for m in islice(_ID_JOINT.finditer(text, 0, MAX_ID_JOINTS_CHARS), MAX_ID_JOINTS)]
+    if len(starts) == MAX_ID_JOINTS or len(text) > MAX_ID_JOINTS_CHARS:  # joints past those looked at
+        last = max(map(text.rfind, _ID_JOINT_CHARS)) + 1
+        if last and (not starts or last > starts[-1]):
+            starts.append(last)
     windows = [text[at : at + MAX_ID_TOKEN_CHARS] for at in starts if len(text) - at >= SHORT_TEXT_CHARS]
     joined = "\n\x00\n".join(windows)
     if windows and _shapes(joined) != joined:
@@ -1109,10 +1111,31 @@ def _wraps_credential(text: str, depth: int) -> bool:
         if unquoted != text and _holds_credential_shape(unquoted, depth + 1):
             return True
     for match in islice(_B64_TOKEN.finditer(text), MAX_ID_B64_TOKENS):
+        if not _b64_starts_as_text(match.group(0)):
+            continue
         decoded = _b64_text(match.group(0))
         if decoded is not None and (_basic_pair(decoded) or _holds_credential_shape(decoded, depth + 1)):
             return True
     return False
+
+
+def _b64_starts_as_text(token: str) -> bool:
+    """Whether the first six bytes a base64 token wraps can start a text (UTF-8, printable): most
+    random ids (the jointed "abc-def-…" is base64 too) fail here, before the whole is decoded."""
+    try:
+        raw = binascii.a2b_base64(token[:8].translate(_URLSAFE))
+    except (binascii.Error, ValueError):
+        return False
+    try:
+        head = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(raw) - 3:  # only a character cut at the end may fail
+            return False
+        head = raw[: exc.start].decode("utf-8")
+    return head.translate(_LINE_CHARS).isprintable()
+
+
+_LINE_CHARS = str.maketrans("\t\r\n", "   ")
 
 
 def _basic_pair(decoded: str) -> bool:
