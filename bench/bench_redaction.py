@@ -85,6 +85,16 @@ def hostile_bodies(keywords: list[str], secrets: list[str]) -> dict[str, str]:
         for i in range(MAX_OPS)
     ]
     bodies["jointed ids and id attributes (issue 25)"] = json.dumps({"ops": ops})
+
+    def wrapped() -> str:  # 4 base64 tokens wrapping URL-encoding wrapping base64: every level decodes
+        return "-".join(b64("%41" + b64(rnd(12)) + "-" + b64(rnd(12))) for _ in range(4))[:199]
+
+    ops = [
+        _op(i, attributes={f"a{j}_id": b64("%41" + b64(rnd(9))) for j in range(30)})
+        | {name: wrapped() for name in ids}
+        for i in range(MAX_OPS)
+    ]
+    bodies["wrapped ids and id attributes (issue 25)"] = json.dumps({"ops": ops})
     for name, body in bodies.items():
         assert len(body.encode()) <= MAX_BODY, (name, len(body))
     return bodies

@@ -40,6 +40,8 @@ KEYED = (
     "url_encoded_form",
     "base64_env_file",
     "gitleaks_example",
+    "assigned_in_id_attribute",
+    "url_encoded_in_id_attribute",
 )
 BARE = (
     "plain_error",
@@ -51,8 +53,10 @@ BARE = (
     "attribute_key",
     "url_encoded_alone",
     "base64_alone",
+    "base64_session_id",
 )
-IDENTITY_CARRIERS = ("agent_id", "session_id", "trace_id")  # identifying ids: known shapes only
+# identifying ids: known shapes only (also base64-wrapped)
+IDENTITY_CARRIERS = ("agent_id", "session_id", "trace_id", "base64_session_id")
 _ATTRIBUTE_KEY = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
 
@@ -108,6 +112,18 @@ def plant(record: dict[str, Any]) -> Iterator[Carrier]:
     yield Carrier(record, "url_encoded_form", op(input_summary=f"POST /login body={form}"), (s, form))
     wrapped = _b64(f"REGION=us-east-1\n{env}_API_TOKEN={s}\n")
     yield Carrier(record, "base64_env_file", op(input_summary=f"env file {wrapped} uploaded"), (s, wrapped))
+    # An id-named attribute holding an assignment to a password name, or a URL-encoded "token=…":
+    # an id is kept as sent only when it holds no credential, wrapped or not.
+    yield Carrier(
+        record, "assigned_in_id_attribute", op(attributes={"upload_id": f"job-7:password={s}"}), (s,)
+    )
+    encoded_token = quote(f"token={s}", safe="")
+    yield Carrier(
+        record,
+        "url_encoded_in_id_attribute",
+        op(attributes={"gen_ai.tool.call.id": encoded_token}),
+        (s, encoded_token),
+    )
     if record["origin"] == "tps":
         yield Carrier(record, "gitleaks_example", op(error=f"config contained: {record['sample']}"), (s,))
     yield Carrier(record, "plain_error", op(error=f"call rejected with {s} after retry"), (s,))
@@ -117,6 +133,8 @@ def plant(record: dict[str, Any]) -> Iterator[Carrier]:
         yield Carrier(record, "session_id", op(session_id=s), (s,))
         yield Carrier(record, "trace_id", op(trace_id=f"{s}"), (s,))
         yield Carrier(record, "endpoint", op(endpoint=f"/v1/{s}/items"), (s,))
+    if len(_b64(s)) <= 200:
+        yield Carrier(record, "base64_session_id", op(session_id=_b64(s)), (s, _b64(s)))
     if len(s) <= 120 and _ATTRIBUTE_KEY.match(s):
         yield Carrier(record, "attribute_key", op(attributes={s: "1"}), (s,))
     if quote(s, safe="") != s:

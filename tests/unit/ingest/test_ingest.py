@@ -209,6 +209,19 @@ def test_a_lone_surrogate_is_a_400() -> None:
         ({"event_kind": "\uff4cog"}, "event_kind"),
         ({"event_kind": "lo\u200dg"}, "event_kind"),
         ({"event_kind": "LOG\u0000"}, "event_kind"),
+        # invisible outside control and format: variation selector, combining grapheme joiner,
+        # Hangul fillers, braille blank, Mongolian selector, tag characters; Cyrillic and Greek
+        # letters drawn like Latin ones
+        ({"source": "gateway\ufe0f"}, "source"),
+        ({"source": "gate\u034fway"}, "source"),
+        ({"source": "gateway\u3164"}, "source"),
+        ({"source": "\u115fmcp"}, "source"),
+        ({"source": "mcp\u2800"}, "source"),
+        ({"source": "ll\u180bm"}, "source"),
+        ({"event_kind": "log\U000e0001"}, "event_kind"),
+        ({"source": "g\u0430tew\u0430y"}, "source"),
+        ({"source": "GATEW\u0391Y"}, "source"),
+        ({"event_kind": "l\u03bfg"}, "event_kind"),
     ],
 )
 def test_reserved_claims_are_refused_per_op_and_the_rest_lands(claim: dict[str, str], field: str) -> None:
@@ -233,7 +246,7 @@ def test_other_sources_and_event_kinds_are_still_a_clients_to_claim() -> None:
 def test_a_label_near_a_reserved_one_is_kept_as_sent() -> None:
     """Only what reads as a reserved label is refused; a client's own label is stored as sent."""
     queue = MemoryQueue()
-    sent = ["gateway-proxy", "\uff47ateway2", "mcp client", "llm\u00e9"]
+    sent = ["gateway-proxy", "\uff47ateway2", "mcp client", "llm\u00e9", "\u0433ateway", "mcp\u2801"]
     result = run({"ops": [{**GOOD, "source": s, "op_id": f"s{i}"} for i, s in enumerate(sent)]}, queue)
     assert result.rejected == []
     assert sorted(json.loads(m)["source"] for m in queue.messages) == sorted(sent)

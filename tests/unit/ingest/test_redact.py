@@ -72,6 +72,15 @@ def test_url_redaction_keeps_user_and_host() -> None:
     assert redact("https://bob:pw123@example.com/x") == f"https://bob:{REDACTED}@example.com/x"
 
 
+def test_a_url_password_with_no_user_is_redacted() -> None:
+    """Redis and some brokers take a password alone: ``redis://:password@host``."""
+    text = "connect redis://:hunter2xyz@cache:6379/0 failed"
+    assert redact(text) == f"connect redis://:{REDACTED}@cache:6379/0 failed"
+    assert (
+        redact("see http://host:8080/path and mailto:a@b.c") == "see http://host:8080/path and mailto:a@b.c"
+    )
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -74,18 +74,32 @@ _ID_PARTS = frozenset({"id", "ids", "uuid", "guid"})  # an attribute key ending 
 REDACTED_ID_HEX_CHARS = 32  # 128 bits: no two ids of a reporter collide in practice
 # Joints of an id looked at for a token after them (see holds_credential_shape): the first few only,
 # in the first MAX_ID_JOINTS_CHARS characters (an id is at most 200; a token fits in the rest).
-_ID_JOINT = re.compile(r"[-_:/.=@,;|+]")
+_ID_JOINT_CHARS = "-_:/.=@,;|+"
+_ID_JOINT = re.compile("[" + re.escape(_ID_JOINT_CHARS) + "]")
 MAX_ID_JOINTS = 8
 MAX_ID_JOINTS_CHARS = 160
 MAX_ID_TOKEN_CHARS = 200  # an id's length: the longest token after a joint (a Sentry token is 170)
-# In an id, a value assigned to one of these names is a secret ("password=hunter2"); other secret
-# words name ids as often as secrets ("session:01HX…", "token-42", "auth0|5f…", "sid=…").
+# In an id, a value assigned ("=" or ":") to a name ending in one of these is a secret
+# ("password=hunter2", "job-7:pw=hunter2", "db_pass=…", "access_token=…", "auth:…"); other secret
+# words name ids as often as secrets ("session:01HX…", "sid=…"), and a name going on past the word
+# names a thing ("password-reset-42", "token-bucket-7", "auth-service-3:run-5").
 _ID_SECRET_TERMS = frozenset(
     {
-        "password", "passwords", "passwd", "passphrase", "pwd", "secret", "secrets", "apikey",
-        "privatekey", "accesskey", "secretkey", "clientsecret", "xapikey", "credential", "credentials",
+        "password", "passwords", "passwd", "passphrase", "pwd", "pass", "pw", "secret", "secrets",
+        "apikey", "privatekey", "accesskey", "secretkey", "clientsecret", "xapikey", "credential",
+        "credentials", "token", "auth", "accountkey",
     }
 )  # fmt: skip
+# An id is a single token: a value with a URL, a query string or JSON in it (a presigned URL under
+# "upload_id", '{"token": …}' under "request_id") is text, redacted as text. "=" alone is not enough
+# ("sid=8f14…", "dt=2026-11-28/part-0.parquet" are ids): an assignment to a secret name in an id is
+# found by _ID_SECRET_TERMS ("AccountName=a;AccountKey=…", "alice;pass=…").
+_NOT_AN_ID = re.compile(r"[\s?&{}]|://")
+# A base64 id that wraps "user:password" is an HTTP Basic credential ("admin:S3cr3tP4ssw0rd!",
+# "x-access-token:<token>"); a GitHub or Relay node id wraps "04:User583231" or "User:42" (no
+# lowercase user name, or a short or plain-id second half), which stays an id.
+_BASIC_PAIR = re.compile(r"([a-z][A-Za-z0-9._@+\-]{0,63}):([^\s:]{6,128})")
+MAX_ID_B64_TOKENS = 4  # base64 tokens of an id decoded per level (ids are short: bounded work)
 
 # ---- secret names --------------------------------------------------------------------------
 # A key is split into lowercase parts (snake, kebab, dotted, camelCase); a term is a part or two
@@ -199,11 +213,12 @@ _SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], str], ...] = (
     ),
     ("slack_token", ("xox",), re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), REDACTED),
     ("google_api_key", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), REDACTED),
-    # scheme://user:password@host  -> keep the user and host, drop the password.
+    # scheme://user:password@host  -> keep the user and host, drop the password (the user may be
+    # empty: "redis://:password@cache:6379").
     (
         "url_password",
         ("://",),
-        re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]{0,30}://[^/\s:@]{1,256}):[^@\s/]{1,512}@"),
+        re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]{0,30}://[^/\s:@]{0,256}):[^@\s/]{1,512}@"),
         r"\1:" + REDACTED + "@",
     ),
     # curl -u user:password, --user=user:password: keep the user.
@@ -431,6 +446,12 @@ def secret_key_strength(key: str) -> int:
 def _terms(key: str) -> set[str]:
     parts = key_parts(key)
     return set(parts) | {a + b for a, b in pairwise(parts)}
+
+
+def _tail_terms(key: str) -> set[str]:
+    """The terms a key ends in: its last part, and its last two parts joined."""
+    parts = key_parts(key)
+    return set(parts[-1:]) | {"".join(parts[-2:])}
 
 
 def is_secret_key(key: str) -> bool:
@@ -793,7 +814,7 @@ def _meaning(text: str, *, only: frozenset[str] | None = None) -> str:
         strength = secret_key_strength(key)
         if not strength or public_id(key) or _looks_random(key):
             continue  # an id with "Pw", "key" or "sig" in it ("call_…xrePw7: upstream") names no secret
-        if only is not None and (strength < 2 or not only & _terms(key)):
+        if only is not None and not only & _tail_terms(key):
             continue
         resume = key_end
         sep = _SEPARATOR.match(text, key_end)
@@ -1015,14 +1036,21 @@ def identity_key(key: str) -> bool:
 
 def redact_attribute(key: str, value: str) -> str:
     """A value under ``key``: whole when the key is secret-named; an id under a key naming one (a
-    tool-call id) like an identifying id (:func:`redact_identifier`); else like any text."""
-    if identity_key(key) and value and not any(ch.isspace() for ch in value):
+    tool-call id) like an identifying id (:func:`redact_identifier`) when it is one token; else
+    (a URL, a query string, JSON under "upload_id") like any text."""
+    if identity_key(key) and value and id_like(value):
         return redact_identifier(value)
     strength = secret_key_strength(key)
     named = strength == 2 or (strength == 1 and looks_like_credential(value))
     if value and named and not _is_stop_value(value):
         return REDACTED
     return redact(value)
+
+
+def id_like(value: str) -> bool:
+    """Whether ``value`` reads as one id: at most an id's length, no space, URL, query string or
+    JSON in it (see :data:`_NOT_AN_ID`)."""
+    return len(value) <= MAX_ID_TOKEN_CHARS and not _NOT_AN_ID.search(value)
 
 
 @lru_cache(maxsize=4096)  # ids and labels repeat from op to op (endpoints, agents, sources)
@@ -1044,7 +1072,15 @@ def redacted_identifier(original: str) -> str:
 
 def holds_credential_shape(text: str) -> bool:
     """Whether ``text`` holds a credential of a known shape: a provider token (gitleaks' rules), a
-    private key, a JWT, an AWS key, a bearer or basic header, a URL password, an opslake API key."""
+    private key, a JWT, an AWS key, a bearer or basic header, a URL password, an opslake API key,
+    a value assigned to a password or token name; also once URL-encoded or base64-wrapped. A value
+    that is not one token (:func:`id_like`: a URL, a query string, JSON) is judged as text is."""
+    return _holds_credential_shape(text, 0)
+
+
+def _holds_credential_shape(text: str, depth: int) -> bool:
+    if not id_like(text):
+        return redact(text) != text
     if len(text) < SHORT_TEXT_CHARS and not (_SHORT_GATE.search(text) or _SECRET_WORD.search(text)):
         return False  # no shape is shorter (tests/unit/ingest/test_redact_work.py checks the widths)
     if _plain_uuid(text):
@@ -1053,15 +1089,64 @@ def holds_credential_shape(text: str) -> bool:
         return True
     # Ids join parts ("agent-<token>", "run:<token>"); a shape whose rule wants a boundary before the
     # token (Azure's "…Q~…") is looked for after each joint too: what follows each of the first few
-    # joints (a token's length of it), one per line, in a single pass. A NUL between them keeps a
-    # rule from reading across two (no rule's character class holds one).
-    windows = [
-        text[m.end() : m.end() + MAX_ID_TOKEN_CHARS]
-        for m in islice(_ID_JOINT.finditer(text, 0, MAX_ID_JOINTS_CHARS), MAX_ID_JOINTS)
-        if len(text) - m.end() >= SHORT_TEXT_CHARS
-    ]
+    # joints and the last one (a token's length of it), one per line, in a single pass. A NUL
+    # between them keeps a rule from reading across two (no rule's character class holds one).
+    starts = [m.end() for m in islice(_ID_JOINT.finditer(text, 0, MAX_ID_JOINTS_CHARS), MAX_ID_JOINTS)]
+    if len(starts) == MAX_ID_JOINTS or len(text) > MAX_ID_JOINTS_CHARS:  # joints past those looked at
+        last = max(map(text.rfind, _ID_JOINT_CHARS)) + 1
+        if last and (not starts or last > starts[-1]):
+            starts.append(last)
+    windows = [text[at : at + MAX_ID_TOKEN_CHARS] for at in starts if len(text) - at >= SHORT_TEXT_CHARS]
     joined = "\n\x00\n".join(windows)
-    return bool(windows) and _shapes(joined) != joined
+    if windows and _shapes(joined) != joined:
+        return True
+    return depth < MAX_DEPTH and _wraps_credential(text, depth)
+
+
+def _wraps_credential(text: str, depth: int) -> bool:
+    """Whether a URL-encoded id, or a base64 token in it, decodes to a credential: the same known
+    shapes, or a Basic ``user:password`` pair (see :data:`_BASIC_PAIR`)."""
+    if "%" in text and _PERCENT.search(text):
+        unquoted = unquote_plus(text)
+        if unquoted != text and _holds_credential_shape(unquoted, depth + 1):
+            return True
+    for match in islice(_B64_TOKEN.finditer(text), MAX_ID_B64_TOKENS):
+        if not _b64_starts_as_text(match.group(0)):
+            continue
+        decoded = _b64_text(match.group(0))
+        if decoded is not None and (_basic_pair(decoded) or _holds_credential_shape(decoded, depth + 1)):
+            return True
+    return False
+
+
+def _b64_starts_as_text(token: str) -> bool:
+    """Whether the first six bytes a base64 token wraps can start a text (UTF-8, printable): most
+    random ids (the jointed "abc-def-…" is base64 too) fail here, before the whole is decoded."""
+    try:
+        raw = binascii.a2b_base64(token[:8].translate(_URLSAFE))
+    except (binascii.Error, ValueError):
+        return False
+    try:
+        head = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(raw) - 3:  # only a character cut at the end may fail
+            return False
+        head = raw[: exc.start].decode("utf-8")
+    return head.translate(_LINE_CHARS).isprintable()
+
+
+_LINE_CHARS = str.maketrans("\t\r\n", "   ")
+
+
+def _basic_pair(decoded: str) -> bool:
+    pair = _BASIC_PAIR.fullmatch(decoded)
+    if not pair:
+        return False
+    password = pair.group(2)
+    if public_id(password) or _HEX_OR_UUID.fullmatch(password) or _ULID.fullmatch(password):
+        return False
+    classes = sum(bool(c.search(password)) for c in _CLASSES) + bool(_SYMBOL.search(password))
+    return classes >= 2
 
 
 @lru_cache(maxsize=4096)  # op ids are mostly distinct, but retries and session/trace/agent ids repeat

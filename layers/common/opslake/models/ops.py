@@ -60,19 +60,41 @@ PRE_REDACTION_MARGIN = 1_024
 # MCP); a client's op may not claim any of them (a runtime's op is not a call opslake observed).
 RESERVED_EVENT_KINDS = frozenset({"log"})
 RESERVED_SOURCES = frozenset({"llm", "gateway", "mcp"})
-SERVER_CONTEXT = {"server": True}
+SERVER_CONTEXT = {"server": True}  # validation context of records the server itself builds
 _INVISIBLE = frozenset({"Cc", "Cf"})  # control and format characters (NUL, zero-width space, bidi marks)
+# Characters that render as nothing (Unicode's Default_Ignorable_Code_Point outside Cc/Cf:
+# variation selectors, the combining grapheme joiner, Hangul fillers, Mongolian selectors) and the
+# blank braille pattern, which renders as a space: "gateway\ufe0f" and "\u115fmcp" read as the name.
+_IGNORABLE = frozenset(
+    {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFEFF, 0xFFA0}
+    | set(range(0x180B, 0x1810))
+    | set(range(0x200B, 0x2010))
+    | set(range(0x202A, 0x202F))
+    | set(range(0x2060, 0x2070))
+    | set(range(0xFE00, 0xFE10))
+    | set(range(0xE0000, 0xE1000))
+)
+# Cyrillic and Greek letters drawn like Latin ones (the lowercase of Unicode's confusables that
+# spell the reserved labels): "gаteway" with a Cyrillic "а" reads as "gateway".
+_CONFUSABLES = str.maketrans(
+    {
+        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ѕ": "s",
+        "ј": "j", "ԁ": "d", "ԛ": "q", "ԝ": "w", "һ": "h", "ӏ": "l", "ο": "o", "α": "a", "ε": "e",
+        "ι": "i", "κ": "k", "ν": "v", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "γ": "y",
+    }
+)  # fmt: skip
 
 
 def reserved_label_key(value: str) -> str:
     """How a label is compared with the reserved ones: as a reader would see it. NFKC folds the
-    full-width "ｇateway" and ligatures into ASCII, control and format characters ("gateway\\x00",
-    "gate\\u200bway") are dropped, case is folded and the ends stripped; the stored value is kept."""
+    full-width "ｇateway" and ligatures into ASCII, control, format and other invisible characters
+    ("gateway\x00", "gate\u200bway", "gateway\ufe0f") are dropped, case is folded, Cyrillic and
+    Greek look-alikes read as Latin and the ends stripped; the stored value is kept."""
     folded = unicodedata.normalize("NFKC", value)
-    visible = "".join(ch for ch in folded if unicodedata.category(ch) not in _INVISIBLE)
-    return unicodedata.normalize(
-        "NFKC", visible.casefold()
-    ).strip()  # validation context of records the server itself builds
+    visible = "".join(
+        ch for ch in folded if ord(ch) not in _IGNORABLE and unicodedata.category(ch) not in _INVISIBLE
+    )
+    return unicodedata.normalize("NFKC", visible.casefold()).translate(_CONFUSABLES).strip()
 
 
 # Ids and labels redacted on ingest (a secret inside is replaced by "[REDACTED]", which the id
