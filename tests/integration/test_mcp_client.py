@@ -263,7 +263,7 @@ def test_an_sdk_clients_calls_carry_its_mcp_session_and_name(api: tuple[str, str
     assert lake.status_code == 200, lake.text
     rows = sorted((tuple(r) for r in lake.json()["rows"]), key=lambda r: r[1])
     assert [(r[1], r[2]) for r in rows] == [("billing-agent", "0.3.1"), ("shop-agent", "0.3.1")]
-    assert len({r[0] for r in rows}) == 2 and all(r[0].startswith("opslake-mcp:") for r in rows)
+    assert len({r[0] for r in rows}) == 2 and all(r[0].startswith("opslake-mcp/") for r in rows)
     assert all(client_of_session(r[0]) == ClientInfo(r[1], r[2]) for r in rows)  # the id the SDK sent back
 
 

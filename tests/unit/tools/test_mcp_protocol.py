@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
+from urllib.parse import quote
 
 import boto3
 import mcp_types as t
@@ -998,7 +999,7 @@ def _initialize(world: World, client: Any, headers: dict[str, str] | None = None
 
 def test_a_handshake_clients_calls_carry_its_session_and_claimed_name(world: World) -> None:
     session = _initialize(world, {"name": "claude-code", "version": "2.1.0"})["mcp-session-id"]
-    assert session.startswith("opslake-mcp:")
+    assert session.startswith("opslake-mcp/")
     world.request(
         "tools/call",
         {"name": "sql", "arguments": {"sql": "DROP TABLE x"}},
@@ -1012,6 +1013,36 @@ def test_a_handshake_clients_calls_carry_its_session_and_claimed_name(world: Wor
             "claude-code", "2.1.0",
         )  # fmt: skip
         assert record.reporter_id == "agent-7"  # the key is the identity; the name only a claim
+
+
+@pytest.mark.parametrize(
+    "name", ["1Password", "apikey", "pwd", "token", "auth", "secret-agent", "credentials-helper"]
+)
+def test_a_client_whose_name_reads_like_a_secret_keeps_the_session_id_it_was_issued(
+    world: World, name: str
+) -> None:
+    session = _initialize(world, {"name": name, "version": "8.10.0"})["mcp-session-id"]
+    world.request("tools/call", {"name": "tables", "arguments": {}}, headers={"Mcp-Session-Id": session})
+    (record,) = world.records()
+    assert record.session_id == session  # not redacted-<hash>: '<name>:<version>' read as an assignment
+    assert record.attributes["mcp.client.name"] == name
+
+
+def test_a_huge_client_name_is_cut_to_the_limit_at_once() -> None:
+    from opslake.tools.mcp.session import MAX_NAME_CHARS, client_info
+
+    for huge in ("é" * 1_000_000, "a" * 1_000_000, "  " + "\u200bb" * 500_000):
+        info = client_info({"name": huge, "version": "1" * 1_000_000})
+        assert info is not None and 0 < len(quote(info.name, safe="")) <= MAX_NAME_CHARS
+        assert info.name.strip() == info.name and info.name in huge.replace("\u200b", "")
+
+
+def test_a_session_id_issued_with_the_old_joint_still_names_its_client() -> None:
+    from opslake.tools.mcp.session import client_of_session
+
+    old = "opslake-mcp:1868a90c-6b24-4d4e-a1b4-6e3c4a3c0f51:cursor:1.2"
+    info = client_of_session(old)
+    assert info is not None and (info.name, info.version) == ("cursor", "1.2")
 
 
 def test_two_clients_sharing_a_key_are_told_apart(world: World) -> None:

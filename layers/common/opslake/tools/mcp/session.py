@@ -3,14 +3,16 @@ container remembers an ``initialize``.
 
 In the handshake era the client names itself (``clientInfo``) only in ``initialize``; the answer
 issues an ``Mcp-Session-Id`` that carries that name and version, readable, after a random UUID
-(``opslake-mcp:<uuid>:<name>:<version>``, the parts percent-encoded), and the client sends it back
+(``opslake-mcp/<uuid>/<name>/<version>``, the parts percent-encoded), and the client sends it back
 on every request (Streamable HTTP requires it once issued). In the 2026-07-28 era every request
 carries ``clientInfo`` in ``params._meta``. Either way the name is a claim, like an op's
 ``agent_id``: the API key stays the identity. A session id opslake did not issue is kept as sent
 and names no client.
 
-Readable on purpose: the op record's ids are redacted when they look like secrets, and a base64
-blob does; a UUID and words do not.
+Readable on purpose: the op record's ids are redacted when they hold a credential's shape, and
+a base64 blob may; a UUID and words do not. The joint is ``/``, not ``:``: ``<name>:<version>``
+read as an assignment, so a client named ``1Password`` or ``apikey`` had its own session id
+redacted. Ids issued with ``:`` before are still read.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ SESSION_HEADER = "Mcp-Session-Id"
 #: ``params._meta`` key of the client's info in the 2026-07-28 era.
 CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
 ISSUED_PREFIX = "opslake-mcp"
+ISSUED_JOINT = "/"
 #: Longest name and version kept, encoded: the session id stays within an op id's 200 characters.
 MAX_NAME_CHARS, MAX_VERSION_CHARS = 80, 40
 
@@ -42,7 +45,9 @@ def _clean(value: Any, limit: int) -> str:
     """Printable text, cut so that its percent-encoding fits ``limit`` characters."""
     if not isinstance(value, str):
         return ""
-    text = "".join(c for c in value if c.isprintable()).strip()
+    # cut to ``limit`` characters first (encoding only lengthens text): trimming a huge name one
+    # character at a time, re-encoding it each time, would take a Lambda's timeout on a 1 MB name
+    text = "".join(c for c in value[: limit * 4] if c.isprintable()).strip()[:limit].strip()
     while len(quote(text, safe="")) > limit:
         text = text[:-1]
     return text
@@ -61,14 +66,16 @@ def issue_session_id(client: ClientInfo | None) -> str:
     parts = [ISSUED_PREFIX, str(uuid.uuid4())]
     if client is not None:
         parts += [quote(client.name, safe=""), quote(client.version, safe="")]
-    return ":".join(parts)
+    return ISSUED_JOINT.join(parts)
 
 
 def client_of_session(session_id: str | None) -> ClientInfo | None:
     """The client a session id opslake issued names; None for any other id."""
     if not session_id:
         return None
-    parts = session_id.split(":")
+    parts = session_id.split(ISSUED_JOINT)
+    if len(parts) != 4:
+        parts = session_id.split(":")  # issued before the joint was ISSUED_JOINT
     if len(parts) != 4 or parts[0] != ISSUED_PREFIX:
         return None
     try:
