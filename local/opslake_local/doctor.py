@@ -41,6 +41,9 @@ DEFAULT_AWS_PROBE_TIMEOUT_S = 180.0
 STALE_PERIODS = 2
 #: The endpoint of the probe op, so a reader of the lake can tell it (and filter it) from real work.
 PROBE_ENDPOINT = "opslake:doctor"
+#: Its event_kind: one of opslake.insights.stats.REPORT_EVENT_KINDS (tests/unit/local/test_doctor.py),
+#: so /stats and /profile count it as a report, never as a tool call.
+PROBE_EVENT_KIND = "probe"
 CHECK_NAMES = ("api-key", "probe", "queue", "dlq", "jobs", "alarms", "model")
 
 
@@ -126,6 +129,8 @@ def _probe_op(op_id: str) -> dict[str, Any]:
         "success": True,
         "duration_ms": 0,
         "agent_id": "doctor",
+        # a report, not a call: /stats and /profile keep it out of the tool figures
+        "event_kind": PROBE_EVENT_KIND,
     }
 
 

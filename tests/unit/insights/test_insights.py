@@ -444,3 +444,29 @@ def test_the_sql_computes_the_right_numbers_across_midnight() -> None:
     assert [(k.reporter_id, k.ops) for k in profile.reporters] == sorted(
         by_key.items(), key=lambda kv: -kv[1]
     )
+
+
+def test_an_agent_with_no_tool_call_has_no_tool_success_rate() -> None:
+    rows = [r for r in _profile_rows() if not (r[0] == "kind" and r[-1] == "tool")]
+    engine = FakeEngine(result(PROFILE_COLUMNS, rows, engine="athena"))
+    answer = get_profile(engine, config=CONFIG, agent_id="agent-7", hours=None, now=NOW)
+    assert (answer.successes, answer.failures, answer.success_rate) == (0, 0, None)  # not 0.0: no call failed
+    assert {k.name for k in answer.by_kind} == {"model", "agent"}
+
+
+def test_each_op_is_one_kind_and_opslakes_own_model_calls_are_model_calls() -> None:
+    import duckdb
+
+    from opslake.insights.stats import op_kind_sql
+
+    rows = [  # (endpoint, source, event_kind) -> kind
+        ("tool:lookup", "runtime", None, "tool"),
+        ("/sql", "gateway", None, "tool"),
+        ("model:gpt-4o", "otlp", None, "model"),
+        ("llm:chat.completions", "llm", None, "model"),  # the jobs' own model-call records
+        ("agent:planner", "otlp", None, "agent"),
+        ("log", "gateway", "log", "report"),
+    ]
+    values = ", ".join(f"('{e}', '{s}', {repr(k) if k else 'NULL'})" for e, s, k, _ in rows)
+    sql = f"SELECT {op_kind_sql()} FROM (VALUES {values}) AS ops(endpoint, source, event_kind)"
+    assert [kind for (kind,) in duckdb.sql(sql).fetchall()] == [kind for *_, kind in rows]

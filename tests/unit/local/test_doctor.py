@@ -222,3 +222,10 @@ def test_render_puts_the_fix_under_its_check_and_counts() -> None:
     assert json.loads(render([Check("ok", "dlq", "empty")], as_json=True)) == [
         {"status": "ok", "name": "dlq", "detail": "empty", "fix": None}
     ]
+
+
+def test_the_probe_is_a_report_that_stats_keep_out_of_the_tool_figures() -> None:
+    from opslake.insights.stats import REPORT_EVENT_KINDS
+    from opslake_local.doctor import PROBE_EVENT_KIND, _probe_op
+
+    assert _probe_op("01HZ")["event_kind"] == PROBE_EVENT_KIND in REPORT_EVENT_KINDS

@@ -39,7 +39,7 @@ from opslake.models.insights import (
     ReporterShare,
     StatsAnswer,
 )
-from opslake.models.ops import MAX_ID_CHARS, Id, now_utc
+from opslake.models.ops import LLM_SOURCE, MAX_ID_CHARS, Id, now_utc
 from opslake.models.window import Window
 from opslake.query.api import ApiQueryConfig, run_query
 from opslake.query.base import QueryEngine, QueryResult
@@ -80,16 +80,21 @@ def validate_agent_id(raw: str | None) -> str:
 
 
 # ---- SQL ----------------------------------------------------------------------------------------
-#: Event kinds of a runtime's reports, not calls (as the playbooks' contrast counts them too).
-REPORT_EVENT_KINDS = ("log", "rescue", "correction")
+#: Event kinds of a runtime's reports, not calls (as the playbooks' contrast counts them too), and
+#: ``opslake doctor``'s probe (a deployment check is no agent's tool call).
+PROBE_EVENT_KIND = "probe"
+REPORT_EVENT_KINDS = ("log", "rescue", "correction", PROBE_EVENT_KIND)
 
 
 def op_kind_sql() -> str:
     """An op's kind (:data:`~opslake.models.insights.OP_KINDS`) from its row: agent runs and model
-    calls by the endpoint the OTLP mapping gives them, reports by their event kind, the rest calls."""
+    calls by the endpoint the OTLP mapping gives them (and opslake's own model calls by their
+    source), reports by their event kind, the rest calls."""
     return (
         f"CASE WHEN substr(endpoint, 1, {len(AGENT_ENDPOINT_PREFIX)}) = {sql_string(AGENT_ENDPOINT_PREFIX)} "
         "THEN 'agent' "
+        # opslake's own model calls (the jobs' records; a source no client may claim)
+        f"WHEN source = {sql_string(LLM_SOURCE)} THEN 'model' "
         f"WHEN substr(endpoint, 1, {len(MODEL_ENDPOINT_PREFIX)}) = {sql_string(MODEL_ENDPOINT_PREFIX)} "
         "THEN 'model' "
         f"WHEN coalesce(event_kind, '') IN ({sql_string_list(REPORT_EVENT_KINDS)}) THEN 'report' "
@@ -303,7 +308,8 @@ def profile_from_result(
         ops=int(summary["ops"]),
         successes=tools.ops - tools.failures,
         failures=tools.failures,
-        success_rate=_rate(tools.ops - tools.failures, tools.ops),
+        # None, not 0.0, for an agent that made no tool call: no call is not every call failing
+        success_rate=_rate(tools.ops - tools.failures, tools.ops) if tools.ops else None,
         p95_duration_ms=tools.p95_duration_ms,
         by_kind=kinds,
         top_errors=[

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from opslake.models.ids import new_ulid
-from opslake.models.ops import MAX_ERROR_CHARS, QueuedOp
+from opslake.models.ops import LLM_SOURCE, MAX_ERROR_CHARS, QueuedOp
 from opslake.observability import logger, metrics
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def llm_call_op(call: LlmCall, *, agent_id: str, purpose: str) -> QueuedOp:
     return QueuedOp(
         op_id=new_ulid(int(call.started_at.timestamp() * 1000)),
         ts=call.started_at,
-        source="llm",
+        source=LLM_SOURCE,
         endpoint=LLM_ENDPOINT,
         agent_id=agent_id,
         reporter_id=agent_id,

@@ -102,7 +102,9 @@ class ProfileAnswer(_Answer):
         ge=0, description="tool calls that succeeded (model calls and agent runs: by_kind)"
     )
     failures: int = Field(ge=0, description="tool calls that failed")
-    success_rate: float = Field(ge=0, le=1, description="of the tool calls (0 when there were none)")
+    success_rate: float | None = Field(
+        ge=0, le=1, description="of the tool calls (null when there were none)"
+    )
     p95_duration_ms: float | None = Field(description="of the tool calls")
     by_kind: list[Breakdown] = Field(
         default_factory=list, description=f"each kind of op apart: {', '.join(OP_KINDS)}"

@@ -59,7 +59,9 @@ PRE_REDACTION_MARGIN = 1_024
 # the jobs' own model-call records, "gateway" and "mcp" by the observation of a tool call (REST or
 # MCP); a client's op may not claim any of them (a runtime's op is not a call opslake observed).
 RESERVED_EVENT_KINDS = frozenset({"log"})
-RESERVED_SOURCES = frozenset({"llm", "gateway", "mcp"})
+#: The source of opslake's own model-call records (the jobs' and /ask's; see opslake.llm.records).
+LLM_SOURCE = "llm"
+RESERVED_SOURCES = frozenset({LLM_SOURCE, "gateway", "mcp"})
 SERVER_CONTEXT = {"server": True}  # validation context of records the server itself builds
 _INVISIBLE = frozenset({"Cc", "Cf"})  # control and format characters (NUL, zero-width space, bidi marks)
 # Characters that render as nothing (Unicode's Default_Ignorable_Code_Point outside Cc/Cf:
