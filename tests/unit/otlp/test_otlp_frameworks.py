@@ -232,3 +232,25 @@ def test_a_workflow_around_named_agent_runs_is_not_a_run() -> None:
     assert {op["agent_id"] for op in ops} == {"support_agent"}
     kept = ops_of(*spans, keep_all=True)  # kept as a plain span when a deployment keeps all
     assert [op["endpoint"] for op in kept if op["attributes"]["otlp.op"] == "span"] == ["Agent workflow"] * 2
+
+
+def test_a_step_inside_a_run_names_no_agent_for_the_calls_under_it() -> None:
+    ops = ops_of(
+        span("support", span_id=1, openinference__span__kind="AGENT", agent__name="support"),
+        span("planner", span_id=2, parent=1, openinference__span__kind="AGENT"),  # a step: it names no agent
+        span("lookup", span_id=3, parent=2, openinference__span__kind="TOOL", tool__name="lookup"),
+    )
+    by_endpoint = {op["endpoint"]: op for op in ops}
+    assert [op["endpoint"] for op in ops if op["endpoint"].startswith("agent:")] == ["agent:support"]
+    assert by_endpoint["tool:lookup"]["agent_id"] == "support"  # the run's, not the step's span name
+
+
+def test_a_named_sub_agent_inside_a_run_is_a_run_of_its_own_and_names_its_calls() -> None:
+    ops = ops_of(
+        span("support", span_id=1, openinference__span__kind="AGENT", agent__name="support"),
+        span("billing", span_id=2, parent=1, openinference__span__kind="AGENT", agent__name="billing"),
+        span("refund", span_id=3, parent=2, openinference__span__kind="TOOL", tool__name="refund"),
+    )
+    by_endpoint = {op["endpoint"]: op for op in ops}
+    assert sorted(e for e in by_endpoint if e.startswith("agent:")) == ["agent:billing", "agent:support"]
+    assert by_endpoint["tool:refund"]["agent_id"] == "billing"

@@ -524,9 +524,11 @@ class _Ancestry:
         return (span.trace_id, span.span_id) in self._wrapper_keys()
 
     def _ancestors(self, span: Span) -> Iterator[tuple[tuple[bytes, bytes], _Node]]:
-        parent = span.parent_span_id
+        return self._ancestors_of(span.trace_id, span.parent_span_id)
+
+    def _ancestors_of(self, trace_id: bytes, parent: bytes) -> Iterator[tuple[tuple[bytes, bytes], _Node]]:
         for _ in range(MAX_ANCESTORS):
-            key = (span.trace_id, parent)
+            key = (trace_id, parent)
             node = self._nodes.get(key) if parent else None
             if node is None:
                 return
@@ -535,6 +537,15 @@ class _Ancestry:
 
     def _run_of(self, key: tuple[bytes, bytes], node: _Node) -> bool:
         return node.kind == "agent" and not node.graph_step and key not in self._wrapper_keys()
+
+    def _is_run(self, key: tuple[bytes, bytes], node: _Node) -> bool:
+        """An agent span that is a run, not a step of an enclosing run (:meth:`is_step`, by node)."""
+        if not self._run_of(key, node):
+            return False
+        enclosing = next((n for k, n in self._ancestors_of(key[0], node.parent) if self._run_of(k, n)), None)
+        if enclosing is None:
+            return True
+        return node.named and node.run_name not in (enclosing.run_name, as_text(enclosing.agent))
 
     def is_step(self, span: Span, attributes: Mapping[str, Any]) -> bool:
         """An agent span is a step of a run, not a run, when its metadata names the graph node it
@@ -553,7 +564,8 @@ class _Ancestry:
         agent even without an attribute: the tool spans under it are its calls)."""
         agent = session = None
         for key, node in self._ancestors(span):
-            agent = agent or node.agent or (node.run_name if self._run_of(key, node) else None)
+            # a step (a graph node, an unnamed agent span inside a run) names no agent: its run does
+            agent = agent or node.agent or (node.run_name if self._is_run(key, node) else None)
             session = session or node.session
             if agent is not None and session is not None:
                 break
