@@ -14,6 +14,7 @@ from opslake.http.responses import create_resolver
 from opslake.ingest.observe import (
     SESSION_HEADER,
     TASK_CLASS_HEADER,
+    TRACE_HEADER,
     Observer,
     build_record,
     observe,
@@ -111,6 +112,14 @@ def test_a_bad_optional_header_does_not_cost_the_record() -> None:
     queue = MemoryQueue()
     call(make_app(queue), {}, {SESSION_HEADER: "x" * 500})
     assert only_record(queue).session_id is None
+
+
+def test_a_bad_optional_header_costs_only_itself() -> None:
+    queue = MemoryQueue()
+    headers = {SESSION_HEADER: "x" * 500, TRACE_HEADER: "trace-17", TASK_CLASS_HEADER: "billing"}
+    call(make_app(queue), {}, headers)
+    op = only_record(queue)
+    assert (op.session_id, op.trace_id, op.task_class) == (None, "trace-17", "billing")
 
 
 def test_build_record_marks_4xx_and_5xx_as_failures() -> None:

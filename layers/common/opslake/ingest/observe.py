@@ -157,12 +157,29 @@ def build_record(
     try:
         op = OpInput.server_record(fields)
     except ValueError:
-        # A bad optional header must not cost the record: drop what the agent supplied.
-        for name in ("session_id", "trace_id", "task_class"):
-            fields[name] = None
-        fields["attributes"] = {k: v for k, v in fields["attributes"].items() if k not in claimed}
-        op = OpInput.server_record(fields)
+        # A bad optional header must not cost the record, nor the good ones beside it (a foreign
+        # 300-character Mcp-Session-Id must not drop a valid x-opslake-trace-id): start from what
+        # the server itself knows, then take back each thing the agent supplied that passes alone.
+        supplied = {name: fields[name] for name in ("session_id", "trace_id", "task_class")}
+        kept = {**fields, **dict.fromkeys(supplied)}
+        kept["attributes"] = {k: v for k, v in fields["attributes"].items() if k not in claimed}
+        op = OpInput.server_record(kept)
+        for name, value in supplied.items():
+            op = _with(op, kept, {name: value}) if value is not None else op
+        if claimed:
+            op = _with(op, kept, {"attributes": fields["attributes"]})
     return op.to_queued(reporter_id=reporter_id, received_at=started_at)
+
+
+def _with(op: OpInput, fields: dict[str, Any], more: dict[str, Any]) -> OpInput:
+    """``op`` built again with ``more`` added to ``fields`` (which then keep it), or ``op`` as it
+    was when ``more`` does not pass the contract."""
+    try:
+        better = OpInput.server_record({**fields, **more})
+    except ValueError:
+        return op
+    fields.update(more)
+    return better
 
 
 class Observer:
